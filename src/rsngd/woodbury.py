@@ -1,0 +1,104 @@
+"""Woodbury natural gradient with a low-rank empirical Fisher.
+
+The Fisher is approximated from the last ``s`` (projected) gradients, the columns
+of ``G`` (k × s), as ``F = λ I_k + G Gᵀ``. Its inverse applied to a vector follows
+from the Woodbury identity::
+
+    F⁻¹ g = (g − G z) / λ,    where  (λ I_s + GᵀG) z = Gᵀ g.
+
+Only the s × s system is factorised (Cholesky, then a forward and a backward
+triangular solve), so the cost is O(k s²) and nothing of size k × k is formed.
+
+The s × s algebra is always done in float64: it is tiny, and it keeps a
+rank-deficient or ill-conditioned history from producing a failed factorisation
+in single precision. If the factorisation still fails, the damping is raised by
+a factor of 10 (up to ``max_retries`` times); the last resort is ``z = 0``,
+that is ``F⁻¹g ≈ g/λ``, so the result is never NaN for finite inputs.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+__all__ = ["compute_dtype", "damped_cholesky_solve", "natural_gradient"]
+
+
+def compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    """Float32 or better: low-precision inputs are promoted to float32."""
+    return torch.promote_types(dtype, torch.float32)
+
+
+def damped_cholesky_solve(
+    gram: Tensor,
+    rhs: Tensor,
+    damping: float | Tensor,
+    max_retries: int = 6,
+) -> tuple[Tensor, Tensor]:
+    """Solve ``(damping · I + gram) z = rhs`` by Cholesky, for one or a batch of systems.
+
+    Args:
+        gram: symmetric positive semi-definite matrix, shape (..., s, s).
+        rhs: right-hand sides, shape (..., s).
+        damping: λ > 0, a number or a tensor broadcastable to the batch shape (...).
+        max_retries: how many times λ is multiplied by 10 for a system whose
+            factorisation fails before giving up on it (its z is then 0).
+
+    Returns:
+        ``(z, lam)``: z with the shape of ``rhs`` and the damping each system was
+        finally solved with, shape (...), both in float64. ``F⁻¹g`` must then be
+        ``(g − G z) / lam`` so that it stays the inverse of one consistent matrix.
+    """
+    s = gram.shape[-1]
+    gram = gram.to(torch.float64)
+    rhs = rhs.to(torch.float64)
+    lam = torch.as_tensor(damping, dtype=torch.float64, device=gram.device)
+    lam = lam.expand(gram.shape[:-2]).clone()
+    if s == 0:
+        return rhs.clone(), lam
+    gram = 0.5 * (gram + gram.transpose(-1, -2))  # exact symmetry for the factorisation
+    eye = torch.eye(s, dtype=torch.float64, device=gram.device)
+    z = torch.zeros_like(rhs)
+    pending = torch.ones(gram.shape[:-2], dtype=torch.bool, device=gram.device)
+    for _ in range(max_retries + 1):
+        system = gram + lam[..., None, None] * eye
+        chol, info = torch.linalg.cholesky_ex(system)
+        # Forward then backward substitution with the triangular factor.
+        y = torch.linalg.solve_triangular(chol, rhs.unsqueeze(-1), upper=False)
+        sol = torch.linalg.solve_triangular(chol.transpose(-1, -2), y, upper=True).squeeze(-1)
+        ok = (info == 0) & torch.isfinite(sol).all(dim=-1)
+        take = pending & ok
+        z = torch.where(take[..., None], sol, z)
+        pending = pending & ~ok
+        if not bool(pending.any()):
+            break
+        lam = torch.where(pending, lam * 10.0, lam)
+    # A system that never factorised keeps z = 0 and its last (largest) damping.
+    return z, lam
+
+
+def natural_gradient(G: Tensor, g: Tensor, damping: float) -> Tensor:
+    """Apply the inverse of ``F = damping · I + G Gᵀ`` to ``g`` via Woodbury.
+
+    Args:
+        G: history of projected gradients as columns, shape (k, s); s may be 0.
+        g: the vector to precondition, shape (k,).
+        damping: λ > 0.
+
+    Returns:
+        ``F⁻¹ g``, shape (k,), in float32 or in the inputs' dtype if that is wider; the
+        arithmetic itself is done in float64.
+    """
+    if G.dim() != 2 or g.dim() != 1 or G.shape[0] != g.shape[0]:
+        raise ValueError(f"expected G (k, s) and g (k,), got {tuple(G.shape)} and {tuple(g.shape)}")
+    if not damping > 0:
+        raise ValueError(f"damping must be positive, got {damping}")
+    dtype = compute_dtype(torch.promote_types(G.dtype, g.dtype))
+    # The arithmetic is float64 (inputs convert exactly): g − Gz cancels when λ ≪ ‖g‖²,
+    # and single precision would lose the result there.
+    G64 = G.to(torch.float64)
+    g64 = g.to(torch.float64)
+    if G.shape[1] == 0:
+        return (g64 / damping).to(dtype)
+    z, lam = damped_cholesky_solve(G64.T @ G64, G64.T @ g64, damping)
+    return ((g64 - G64 @ z) / lam).to(dtype)

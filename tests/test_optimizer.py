@@ -1,0 +1,450 @@
+import io
+import itertools
+
+import pytest
+import torch
+
+import rsngd
+from rsngd import RSNGD, natural_gradient
+from rsngd.projection import project, project_back, random_factors
+
+
+def quadratic(gen: torch.Generator, n: int = 20, m: int = 16):
+    """0.5‖A W B − C‖² with a known minimiser (loss 0 at W*)."""
+    A = torch.randn(30, n, generator=gen) / 30**0.5
+    B = torch.randn(m, 24, generator=gen) / m**0.5
+    C = A @ torch.randn(n, m, generator=gen) @ B
+    return lambda W: 0.5 * (A @ W @ B - C).pow(2).sum()
+
+
+def run(opt, params, loss_fn, steps, cosine=True):
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps) if cosine else None
+    losses = []
+    for _ in range(steps):
+        loss = loss_fn(*params)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if sched:
+            sched.step()
+        losses.append(loss.item())
+    return losses
+
+
+# ------------------------------------------------------------------ the math of one step
+def test_step_is_the_projected_natural_gradient(gen):
+    """momentum 0, no normalisation, absolute damping: Δp = −lr · P_back(F⁻¹ P(g)), F from the history."""
+    W = torch.nn.Parameter(torch.randn(12, 10, generator=gen, dtype=torch.float64))
+    lr, lam = 0.1, 0.05
+    opt = RSNGD(
+        [W],
+        lr=lr,
+        rank=4,
+        history=3,
+        damping=lam,
+        damping_mode="absolute",
+        momentum=0.0,
+        normalize="none",
+        update_gap=1000,
+    )
+    targets = torch.randn(5, 12, 10, generator=gen, dtype=torch.float64)
+    cores = []
+    for t in range(5):
+        loss = (W * targets[t]).sum() + 0.5 * W.pow(2).sum()
+        opt.zero_grad()
+        loss.backward()
+        before = W.detach().clone()
+        opt.step()
+        factors = random_factors(W.shape, [4, 4], opt.state[W]["seed"], dtype=torch.float64)
+        cores.append(project(W.grad, factors).reshape(-1))
+        G = torch.stack(cores[-3:], dim=1)  # k × s, newest last
+        expected = project_back(natural_gradient(G, cores[-1], lam).view(4, 4), factors)
+        torch.testing.assert_close(before - W.detach(), lr * expected, rtol=1e-9, atol=1e-12)
+
+
+def test_global_fisher_is_one_system_over_all_tensors(gen):
+    """fisher='global' equals the natural gradient of the concatenated cores with the stacked history."""
+    ps = [
+        torch.nn.Parameter(torch.randn(*shape, generator=gen, dtype=torch.float64))
+        for shape in [(9, 7), (6, 8), (5, 4, 3)]
+    ]
+    lam, lr = 0.3, 1.0
+    opt = RSNGD(
+        ps,
+        lr=lr,
+        rank=3,
+        history=4,
+        damping=lam,
+        damping_mode="absolute",
+        momentum=0.0,
+        normalize="none",
+        fisher="global",
+    )
+    hist = []
+    for _ in range(6):
+        for p in ps:
+            p.grad = torch.randn(p.shape, generator=gen, dtype=torch.float64)
+        befores = [p.detach().clone() for p in ps]
+        opt.step()
+        facs = [
+            random_factors(p.shape, [min(3, n) for n in p.shape], opt.state[p]["seed"], dtype=torch.float64) for p in ps
+        ]
+        cores = [project(p.grad, f).reshape(-1) for p, f in zip(ps, facs)]
+        hist.append(torch.cat(cores))
+        ng = natural_gradient(torch.stack(hist[-4:], dim=1), hist[-1], lam)
+        offset = 0
+        for p, f, c, b in zip(ps, facs, cores, befores):
+            part = ng[offset : offset + c.numel()]
+            offset += c.numel()
+            expected = project_back(part.view(project(p.grad, f).shape), f)
+            torch.testing.assert_close(b - p.detach(), lr * expected, rtol=1e-9, atol=1e-12)
+
+
+def test_single_tensor_global_and_tensor_fisher_agree(gen):
+    W0 = torch.randn(16, 12, generator=gen)
+    grads = torch.randn(8, 16, 12, generator=gen)
+    out = []
+    for fisher in ("global", "tensor"):
+        W = torch.nn.Parameter(W0.clone())
+        opt = RSNGD([W], lr=0.01, rank=4, fisher=fisher, update_gap=3)
+        for g in grads:
+            W.grad = g.clone()
+            opt.step()
+        out.append(W.detach())
+    torch.testing.assert_close(out[0], out[1])
+
+
+# --------------------------------------------------------------------------- convergence
+def test_quadratic_svd_projection_converges(gen):
+    loss_fn = quadratic(gen)
+    W = torch.nn.Parameter(torch.randn(20, 16, generator=gen))
+    losses = run(RSNGD([W], lr=0.05, rank=6, update_gap=10, projection="svd"), [W], loss_fn, 400)
+    assert losses[-1] < 1e-2 * losses[0]
+
+
+@pytest.mark.parametrize("fisher", ["global", "tensor"])
+def test_quadratic_random_subspace_with_fira_residual_converges(gen, fisher):
+    loss_fn = quadratic(gen)
+    W = torch.nn.Parameter(torch.randn(20, 16, generator=gen))
+    opt = RSNGD([W], lr=0.05, rank=6, update_gap=10, residual="fira", fisher=fisher)
+    losses = run(opt, [W], loss_fn, 400)
+    assert losses[-1] < 1e-3 * losses[0]
+
+
+def test_quadratic_random_subspace_alone_makes_progress(gen):
+    # Each random subspace spans 36 of 320 directions: progress is real but slow.
+    loss_fn = quadratic(gen)
+    W = torch.nn.Parameter(torch.randn(20, 16, generator=gen))
+    losses = run(RSNGD([W], lr=0.2, rank=6, update_gap=5), [W], loss_fn, 400)
+    assert losses[-1] < 0.2 * losses[0]
+
+
+@pytest.mark.parametrize("projection", ["random", "svd"])
+def test_rosenbrock_reaches_the_minimum(projection):
+    x = torch.nn.Parameter(torch.tensor([[-1.5, 2.0]]))
+
+    def rosen(x):
+        return ((1 - x[:, 0]) ** 2 + 100 * (x[:, 1] - x[:, 0] ** 2) ** 2).sum()
+
+    losses = run(RSNGD([x], lr=0.02, rank=2, projection=projection), [x], rosen, 2000)
+    assert losses[0] > 1.0 and losses[-1] < 1e-4
+    torch.testing.assert_close(x.detach(), torch.ones(1, 2), atol=1e-2, rtol=0)
+
+
+def tiny_llama(seed: int = 0, hidden: int = 64, layers: int = 2, vocab: int = 64, inter: int = 128):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(
+        vocab_size=vocab,
+        hidden_size=hidden,
+        intermediate_size=inter,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=64,
+    )
+    return LlamaForCausalLM(cfg)
+
+
+def test_llama_memorises_a_batch(gen):
+    model = tiny_llama()
+    x = torch.randint(0, 64, (4, 32), generator=gen)
+    opt = RSNGD(rsngd.param_groups(model, rank=16), lr=1e-2)
+    losses = run(opt, [x], lambda x: model(input_ids=x, labels=x).loss, 120, cosine=False)
+    assert losses[0] > 3.5 and losses[-1] < 0.1
+
+
+# ----------------------------------------------------------------------- state and resume
+def train_steps(model, opt, batches):
+    for x in batches:
+        opt.zero_grad()
+        model(input_ids=x, labels=x).loss.backward()
+        opt.step()
+
+
+@pytest.mark.parametrize(
+    "projection,fisher,residual,dtype",
+    [
+        ("random", "global", "none", torch.float32),
+        ("svd", "tensor", "fira", torch.float32),
+        ("random", "tensor", "sign", torch.float32),
+        ("random", "global", "fira", torch.bfloat16),
+    ],
+)
+def test_state_dict_round_trip_resumes_bit_exactly(gen, tmp_path, projection, fisher, residual, dtype):
+    batches = [torch.randint(0, 64, (2, 16), generator=gen) for _ in range(10)]
+    kw = dict(rank=8, history=4, update_gap=3, projection=projection, fisher=fisher, residual=residual)
+
+    def make(model):
+        return RSNGD(rsngd.param_groups(model.to(dtype), **kw), lr=3e-3)
+
+    ref_model = tiny_llama(seed=1)
+    ref_opt = make(ref_model)
+    train_steps(ref_model, ref_opt, batches)
+
+    model = tiny_llama(seed=1)
+    opt = make(model)
+    train_steps(model, opt, batches[:5])
+    torch.save({"model": model.state_dict(), "opt": opt.state_dict()}, tmp_path / "ckpt.pt")
+    ckpt = torch.load(tmp_path / "ckpt.pt", weights_only=True)
+    resumed = tiny_llama(seed=2)  # different init: everything must come from the checkpoint
+    resumed.to(dtype).load_state_dict(ckpt["model"])
+    resumed_opt = make(resumed)
+    resumed_opt.load_state_dict(ckpt["opt"])
+    train_steps(resumed, resumed_opt, batches[5:])
+
+    for a, b in zip(ref_model.parameters(), resumed.parameters()):
+        assert torch.equal(a, b)
+    for pa, pb in zip(ref_model.parameters(), resumed.parameters()):
+        sa, sb = ref_opt.state[pa], resumed_opt.state[pb]
+        assert sa.keys() == sb.keys()
+        for key in sa:
+            if torch.is_tensor(sa[key]):
+                assert sa[key].dtype == sb[key].dtype and torch.equal(sa[key], sb[key]), key
+            else:
+                assert sa[key] == sb[key], key
+
+
+def test_state_is_tensors_and_numbers_only_and_fp32_for_bf16(gen):
+    model = tiny_llama().to(torch.bfloat16)
+    opt = RSNGD(rsngd.param_groups(model, rank=8, projection="svd"), lr=1e-3)
+    train_steps(model, opt, [torch.randint(0, 64, (2, 16), generator=gen)])
+    for state in opt.state.values():
+        for value in state.values():
+            assert torch.is_tensor(value) or isinstance(value, (int, float))
+            if torch.is_tensor(value) and value.is_floating_point():
+                assert value.dtype == torch.float32
+    buf = io.BytesIO()
+    torch.save(opt.state_dict(), buf)
+    buf.seek(0)
+    torch.load(buf, weights_only=True)
+
+
+# ---------------------------------------------------------------------- subspace changes
+@pytest.mark.parametrize("projection", ["random", "svd"])
+def test_history_is_carried_into_the_new_subspace(gen, projection):
+    W = torch.nn.Parameter(torch.randn(14, 11, generator=gen))
+    opt = RSNGD([W], lr=1e-3, rank=3, history=3, update_gap=4, projection=projection)
+    grads = [torch.randn(14, 11, generator=gen) for _ in range(5)]
+
+    def factors():
+        st = opt.state[W]
+        if projection == "random":
+            return random_factors(W.shape, [3, 3], st["seed"])
+        return [st["U0"], st["U1"]]
+
+    for g in grads[:4]:
+        W.grad = g.clone()
+        opt.step()
+    old = factors()
+    W.grad = grads[4].clone()
+    opt.step()  # the 5th step renews the subspace
+    new = factors()
+    assert opt.state[W]["renewals"] == 1
+    assert not torch.allclose(old[0], new[0])
+    hist = opt.state[W]["hist"].view(3, 3, 3)
+    for row, g in zip(hist[:2], grads[2:4]):
+        expected = project(project_back(project(g, old), old), new)  # the old projection, re-expressed
+        torch.testing.assert_close(row, expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(hist[2], project(grads[4], new), atol=1e-5, rtol=1e-5)
+
+
+# ---------------------------------------------------------------------------- robustness
+@pytest.mark.parametrize("fisher", ["global", "tensor"])
+def test_nan_gradient_is_skipped_and_counted(gen, fisher):
+    model = tiny_llama()
+    opt = RSNGD(rsngd.param_groups(model, rank=8, fisher=fisher), lr=1e-3)
+    x = torch.randint(0, 64, (2, 16), generator=gen)
+    train_steps(model, opt, [x, x])
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    opt.zero_grad()
+    model(input_ids=x, labels=x).loss.backward()
+    bad = model.model.layers[0].self_attn.q_proj.weight
+    bad.grad[0, 0] = float("nan")
+    bad.grad[1, 1] = float("inf")
+    opt.step()
+    assert opt.nonfinite_steps == 1
+    for n, p in model.named_parameters():
+        assert torch.isfinite(p).all()
+        if fisher == "global" or p is bad:
+            assert torch.equal(p, before[n]), n
+    assert any(not torch.equal(p, before[n]) for n, p in model.named_parameters()) == (fisher == "tensor")
+    for state in opt.state.values():
+        for v in state.values():
+            if torch.is_tensor(v):
+                assert torch.isfinite(v).all()
+    train_steps(model, opt, [x])  # and training goes on
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
+def test_zero_and_missing_gradients(gen):
+    a = torch.nn.Parameter(torch.randn(8, 6, generator=gen))
+    b = torch.nn.Parameter(torch.randn(5, 7, generator=gen))
+    c = torch.nn.Parameter(torch.randn(7, generator=gen))
+    opt = RSNGD([a, b, c], lr=0.1, rank=3, weight_decay=0.0)
+    a0, b0 = a.detach().clone(), b.detach().clone()
+    a.grad = torch.zeros_like(a)  # zero gradient: no movement, no NaN
+    opt.step()  # b and c have no gradient at all
+    assert torch.equal(a, a0) and torch.equal(b, b0)
+    b.grad = torch.randn(5, 7, generator=gen)
+    a.grad = None
+    opt.step()
+    assert torch.equal(a, a0) and not torch.equal(b, b0)
+    assert opt.state[a]["hist"][-1].abs().sum() == 0  # a's window advanced with a zero row
+    assert all(torch.isfinite(t).all() for st in opt.state.values() for t in st.values() if torch.is_tensor(t))
+
+
+def test_rank_larger_than_dims_is_clamped(gen):
+    W = torch.nn.Parameter(torch.randn(3, 40, generator=gen))
+    conv = torch.nn.Parameter(torch.randn(8, 4, 3, 3, generator=gen))
+    opt = RSNGD([W, conv], lr=0.01, rank=16)
+    W.grad = torch.randn_like(W)
+    conv.grad = torch.randn_like(conv)
+    opt.step()
+    assert opt.state[W]["hist"].shape == (10, 3 * 16)
+    assert opt.state[conv]["hist"].shape == (10, 8 * 4 * 3 * 3)
+
+
+def test_closure_and_several_groups(gen):
+    w1 = torch.nn.Parameter(torch.randn(10, 8, generator=gen))
+    w2 = torch.nn.Parameter(torch.randn(10, 8, generator=gen))
+    bias = torch.nn.Parameter(torch.randn(8, generator=gen))
+    opt = RSNGD(
+        [{"params": [w1], "lr": 0.1}, {"params": [w2], "lr": 0.0}, {"params": [bias], "rank": None}], rank=4, lr=0.05
+    )
+    w2_0 = w2.detach().clone()
+
+    def closure():
+        opt.zero_grad()
+        loss = (w1.sum(0) + w2.sum(0) + bias).pow(2).sum()
+        loss.backward()
+        return loss
+
+    first = opt.step(closure).item()
+    for _ in range(30):
+        last = opt.step(closure).item()
+    assert last < first
+    assert torch.equal(w2, w2_0)  # lr 0 in its group
+    assert "exp_avg" in opt.state[bias] and "hist" in opt.state[w1]
+
+
+def test_sparse_gradients_raise():
+    emb = torch.nn.Embedding(10, 4, sparse=True)
+    opt = RSNGD(emb.parameters(), lr=0.1, rank=2)
+    emb(torch.tensor([1, 2])).sum().backward()
+    with pytest.raises(RuntimeError, match="sparse"):
+        opt.step()
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(projection="qr"),
+        dict(fisher="layer"),
+        dict(residual="adam"),
+        dict(damping=0.0),
+        dict(history=0),
+        dict(momentum=1.0),
+        dict(rank=0),
+        dict(update_gap=0),
+        dict(normalize="l2"),
+        dict(lr=-1.0),
+    ],
+)
+def test_bad_hyperparameters_raise(kw):
+    with pytest.raises(ValueError):
+        RSNGD([torch.nn.Parameter(torch.randn(4, 4))], **{"rank": 2, **kw})
+
+
+def test_global_groups_must_share_the_system_settings():
+    a, b = (torch.nn.Parameter(torch.randn(4, 4)) for _ in range(2))
+    with pytest.raises(ValueError, match="history"):
+        RSNGD([{"params": [a], "history": 4}, {"params": [b], "history": 8}], rank=2)
+    RSNGD([{"params": [a], "history": 4, "fisher": "tensor"}, {"params": [b], "history": 8}], rank=2)
+
+
+# -------------------------------------------------------------------------------- memory
+def test_projected_state_is_a_small_fraction_of_adamw():
+    """LLaMA-shaped (hidden 512, 4 layers), rank 64, history 10: ≤ 10 % of AdamW (goal ≤ 5 %)."""
+    model = tiny_llama(hidden=512, layers=4, vocab=256, inter=1376)
+    groups = rsngd.param_groups(model, rank=64, history=10)
+    projected = groups[0]["params"]
+    assert len(projected) == 4 * 7
+    x = torch.randint(0, 256, (1, 8))
+    model(input_ids=x, labels=x).loss.backward()
+    opt = RSNGD(groups, lr=1e-3)
+    opt.step()
+    adamw = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    adamw.step()
+    ours = rsngd.optimizer_state_bytes(opt, projected)
+    theirs = rsngd.optimizer_state_bytes(adamw, projected)
+    assert theirs == sum(2 * p.numel() * 4 + 4 for p in projected)  # exp_avg, exp_avg_sq, step
+    assert ours / theirs <= 0.05
+
+
+# --------------------------------------------------------------------------------- groups
+def test_param_groups_split_a_llama():
+    model = tiny_llama()
+    groups = rsngd.param_groups(model, rank=32, weight_decay=0.1, history=6)
+    names = {id(p): n for n, p in model.named_parameters()}
+    proj, other, flat = groups
+    assert proj["rank"] == 32 and proj["history"] == 6 and proj["weight_decay"] == 0.1
+    assert all(("self_attn" in names[id(p)] or "mlp" in names[id(p)]) and p.dim() == 2 for p in proj["params"])
+    assert {names[id(p)] for p in other["params"]} == {"model.embed_tokens.weight", "lm_head.weight"}
+    assert other["rank"] is None and flat["rank"] is None and flat["weight_decay"] == 0.0
+    assert all(p.dim() == 1 for p in flat["params"])
+    total = sum(len(g["params"]) for g in groups)
+    assert total == len(list(model.parameters()))
+
+
+def test_optimizer_state_bytes_counts_objects_and_views_once():
+    class Projector:
+        def __init__(self):
+            self.ortho = torch.zeros(10, 3)
+
+    p = torch.nn.Parameter(torch.randn(4))
+    opt = torch.optim.SGD([p], lr=0.1)
+    buf = torch.zeros(100)
+    opt.state[p] = {
+        "projector": Projector(),
+        "a": buf,
+        "b": buf[:10],
+        "n": 3,
+        "list": [torch.zeros(2, dtype=torch.int64)],
+    }
+    assert rsngd.optimizer_state_bytes(opt) == 10 * 3 * 4 + 100 * 4 + 2 * 8
+    assert rsngd.optimizer_state_bytes(opt, logical=True) == 10 * 3 * 4 + 100 * 4 + 10 * 4 + 2 * 8
+    opt.state[p] = {"small_view": torch.zeros(50, 50)[:2]}  # the view keeps all 2,500 floats alive
+    assert rsngd.optimizer_state_bytes(opt) == 2500 * 4
+    assert rsngd.optimizer_state_bytes(opt, logical=True) == 100 * 4
+
+
+def test_works_with_lr_schedulers_and_itertools(gen):
+    W = torch.nn.Parameter(torch.randn(6, 6, generator=gen))
+    opt = RSNGD(itertools.chain([W]), lr=0.1, rank=2)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 0.5**s)
+    W.grad = torch.randn(6, 6, generator=gen)
+    opt.step()
+    sched.step()
+    assert opt.param_groups[0]["lr"] == pytest.approx(0.05)
