@@ -128,26 +128,24 @@ def svd_factors(grad: Tensor, ranks: Sequence[int]) -> Factors:
     return factors
 
 
-def project(g: Tensor, factors: Factors) -> Tensor:
-    """Project ``g`` onto the subspace: ``g ×i U(i)ᵀ`` for every mode; returns the core."""
-    if len(factors) != g.dim():
-        raise ValueError(f"{len(factors)} factors for a tensor with {g.dim()} dims")
-    out = g
+def _multiply_modes(x: Tensor, factors: Factors, transpose: bool) -> Tensor:
+    """``x ×i U(i)ᵀ`` (transpose) or ``x ×i U(i)`` for every mode with a factor."""
+    if len(factors) != x.dim():
+        raise ValueError(f"{len(factors)} factors for a tensor with {x.dim()} dims")
     for mode, u in enumerate(factors):
         if u is not None:
-            out = mode_product(out, u.T.to(out.dtype), mode)
-    return out
+            x = mode_product(x, (u.T if transpose else u).to(x.dtype), mode)
+    return x
+
+
+def project(g: Tensor, factors: Factors) -> Tensor:
+    """Project ``g`` onto the subspace: ``g ×i U(i)ᵀ`` for every mode; returns the core."""
+    return _multiply_modes(g, factors, transpose=True)
 
 
 def project_back(core: Tensor, factors: Factors) -> Tensor:
     """Map a core back to the full space: ``core ×i U(i)`` for every mode."""
-    if len(factors) != core.dim():
-        raise ValueError(f"{len(factors)} factors for a core with {core.dim()} dims")
-    out = core
-    for mode, u in enumerate(factors):
-        if u is not None:
-            out = mode_product(out, u.to(out.dtype), mode)
-    return out
+    return _multiply_modes(core, factors, transpose=False)
 
 
 def change_basis(core: Tensor, old: Factors, new: Factors, batch_dims: int = 0) -> Tensor:
