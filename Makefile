@@ -1,20 +1,21 @@
 # make setup : build .venv (torch 2.13.0 CPU first, then the project with its extras)
 # make test  : lint + the test suite (runs setup when needed)
 # make demo  : a short optimizer example
+# make bench : the optimizer benchmark on the cpu preset (Shakespeare; about 15 minutes)
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PIP    := $(BIN)/python -m pip install -q --disable-pip-version-check -c constraints.txt
 
-.PHONY: setup test lint demo clean
+.PHONY: setup test lint demo bench clean
 
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) torch==2.13.0
-	$(PIP) -e ".[test,docjepa]"
+	$(PIP) -e ".[test,docjepa,bench]"
 	touch $(STAMP)
 
 lint: setup
@@ -26,6 +27,10 @@ test: lint
 
 demo: setup
 	HF_HUB_OFFLINE=1 $(BIN)/rsngd demo
+
+bench: setup
+	HF_HUB_OFFLINE=1 $(BIN)/rsngd bench --preset cpu --data shakespeare --out runs/bench/results.json
+	$(BIN)/rsngd bench report runs/bench/results.json --out runs/bench/report
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .ruff_cache

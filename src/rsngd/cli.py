@@ -8,6 +8,7 @@ USAGE = """usage: rsngd COMMAND [options]
 
 commands:
   demo     RS-SNGD against AdamW on a small character-level transformer
+  bench    the optimizer benchmark (rsngd bench --help); rsngd bench report RESULTS… for tables and plots
 """
 
 
@@ -21,6 +22,10 @@ def main(argv: list[str] | None = None) -> None:
         from .demo import main as demo
 
         demo(rest)
+    elif command == "bench":
+        from .bench.cli import bench_main
+
+        bench_main(rest)
     else:
         print(USAGE, file=sys.stderr)
         raise SystemExit(f"rsngd: unknown command {command!r}")

@@ -1,0 +1,94 @@
+"""``rsngd bench`` and ``rsngd bench report`` command lines."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+DEFAULT_OPTIMIZERS = [
+    "adamw",
+    "galore",
+    "fira",
+    "apollo",
+    "apollo-mini",
+    "adam-mini",
+    "rsngd",
+    "rsngd:fisher=tensor",
+    "rsngd:residual=fira",
+    "rsngd:rank=16,history=20",
+]
+
+
+def bench_main(argv: list[str]) -> None:
+    if argv and argv[0] == "report":
+        return report_main(argv[1:])
+    import torch
+
+    from .data import load_corpus
+    from .optimizers import OptimizerSpec
+    from .presets import PRESETS, get_preset
+    from .runner import run_one, write_results
+
+    ap = argparse.ArgumentParser(prog="rsngd bench", description="Train the same LLaMA with each optimizer.")
+    ap.add_argument("--preset", default="smoke", help=f"one of {', '.join(PRESETS)} (default smoke)")
+    ap.add_argument(
+        "--data",
+        nargs="+",
+        default=["shakespeare"],
+        help="corpora: shakespeare, wikitext2 (from ../shared/data) or comma-separated text files",
+    )
+    ap.add_argument(
+        "--optimizers",
+        nargs="+",
+        default=DEFAULT_OPTIMIZERS,
+        help="optimizer specs, e.g. adamw galore rsngd:rank=32,fisher=tensor",
+    )
+    ap.add_argument("--seeds", nargs="+", type=int, default=[0])
+    ap.add_argument("--steps", type=int, default=None, help="override the preset's number of steps")
+    ap.add_argument("--out", type=Path, default=Path("runs/bench/results.json"))
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    ap.add_argument("--shared", type=Path, default=Path("../shared/data"), help="folder of the shared corpora")
+    ap.add_argument("--cache", type=Path, default=Path("runs/cache"), help="tokenizer and token cache")
+    ap.add_argument("--no-progress", action="store_true")
+    args = ap.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    preset = get_preset(args.preset)
+    if args.steps:
+        from dataclasses import replace
+
+        preset = replace(preset, steps=args.steps, eval_every=min(preset.eval_every, args.steps))
+    specs = [OptimizerSpec.parse(s) for s in args.optimizers]
+    device = torch.device(args.device)
+    runs = []
+    for data in args.data:
+        corpus = load_corpus(data, preset.vocab, cache=args.cache, shared=args.shared)
+        print(f"{corpus.name}: {len(corpus.train):,} train / {len(corpus.val):,} validation tokens ({corpus.note})")
+        for seed in args.seeds:
+            for spec in specs:
+                run = run_one(spec, preset, corpus, seed, device, progress=not args.no_progress)
+                runs.append(run)
+                write_results(args.out, runs)
+                print(
+                    f"  {spec.label:32s} seed {seed}  val {run['final_val_loss']:.4f}  "
+                    f"state {run['projected_state_bytes'] / 2**20:7.2f} MiB  "
+                    f"opt {1000 * run['optimizer_step_s']:6.1f} ms  fwd+bwd {1000 * run['fwd_bwd_s']:7.1f} ms",
+                    flush=True,
+                )
+    print(f"wrote {len(runs)} runs to {args.out}")
+
+
+def report_main(argv: list[str]) -> None:
+    from .report import report
+
+    ap = argparse.ArgumentParser(prog="rsngd bench report", description="Results JSON → markdown table and plots.")
+    ap.add_argument("results", nargs="+", type=Path)
+    ap.add_argument("--out", type=Path, default=Path("runs/bench/report"))
+    ap.add_argument("--readme", type=Path, default=None, help="refresh this README's results section")
+    args = ap.parse_args(argv)
+    command = "rsngd bench report " + " ".join(shlex.quote(a) for a in argv)
+    print(report(args.results, args.out, args.readme, command))
+    print(f"wrote {args.out}/report.md and plots", file=sys.stderr)

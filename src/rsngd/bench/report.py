@@ -1,0 +1,197 @@
+"""``rsngd bench report``: results JSON → a markdown table (mean ± std over seeds) and plots."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+README_START = "<!-- bench:start -->"
+README_END = "<!-- bench:end -->"
+
+
+def load_runs(paths: list[Path]) -> list[dict[str, Any]]:
+    runs: list[dict[str, Any]] = []
+    for path in paths:
+        data = json.loads(Path(path).read_text())
+        runs.extend(data if isinstance(data, list) else [data])
+    if not runs:
+        raise SystemExit("no runs in " + ", ".join(map(str, paths)))
+    return runs
+
+
+def _key(run: dict[str, Any]) -> tuple[str, str]:
+    return run["dataset"], run["preset"]["name"]
+
+
+def summarize(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per (dataset, preset, optimizer) with means and standard deviations over seeds."""
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in runs:
+        groups[(*_key(r), r["optimizer"])].append(r)
+    rows = []
+    for (dataset, preset, label), rs in groups.items():
+        losses = [r["final_val_loss"] for r in rs]
+        rows.append(
+            {
+                "dataset": dataset,
+                "preset": preset,
+                "optimizer": label,
+                "seeds": len(rs),
+                "val_loss": statistics.fmean(losses),
+                "val_loss_std": statistics.stdev(losses) if len(rs) > 1 else 0.0,
+                "projected_state_bytes": statistics.fmean(r["projected_state_bytes"] for r in rs),
+                "optimizer_state_bytes": statistics.fmean(r["optimizer_state_bytes"] for r in rs),
+                "optimizer_step_s": statistics.fmean(r["optimizer_step_s"] for r in rs),
+                "optimizer_step_max_s": max(r["optimizer_step_max_s"] for r in rs),
+                "fwd_bwd_s": statistics.fmean(r["fwd_bwd_s"] for r in rs),
+                "diverged": sum(bool(r.get("diverged")) for r in rs),
+            }
+        )
+    for row in rows:
+        ref = next(
+            (
+                o
+                for o in rows
+                if o["optimizer"] == "adamw" and (o["dataset"], o["preset"]) == (row["dataset"], row["preset"])
+            ),
+            None,
+        )
+        row["state_vs_adamw"] = row["projected_state_bytes"] / ref["projected_state_bytes"] if ref else None
+    rows.sort(key=lambda r: (r["dataset"], r["preset"], r["val_loss"]))
+    return rows
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    """The summary as markdown tables, one per (dataset, preset), best loss first."""
+    out = []
+    for dataset, preset in dict.fromkeys((r["dataset"], r["preset"]) for r in rows):
+        sub = [r for r in rows if (r["dataset"], r["preset"]) == (dataset, preset)]
+        out.append(f"**{dataset}, preset `{preset}`** ({sub[0]['seeds']} seed(s) per row)\n")
+        out.append(
+            "| optimizer | val loss | state of projected matrices | vs AdamW | opt step ms | fwd+bwd ms "
+            "| opt/fwd+bwd | max opt step ms |"
+        )
+        out.append("|---|---|---|---|---|---|---|---|")
+        for r in sub:
+            loss = f"{r['val_loss']:.3f}" + (f" ± {r['val_loss_std']:.3f}" if r["seeds"] > 1 else "")
+            if r["diverged"]:
+                loss += f" ({r['diverged']} diverged)"
+            ratio = f"{r['state_vs_adamw']:.1%}" if r["state_vs_adamw"] is not None else "–"
+            out.append(
+                f"| {r['optimizer']} | {loss} | {r['projected_state_bytes'] / 2**20:.2f} MiB | {ratio} "
+                f"| {1000 * r['optimizer_step_s']:.1f} | {1000 * r['fwd_bwd_s']:.1f} "
+                f"| {r['optimizer_step_s'] / r['fwd_bwd_s']:.1%} | {1000 * r['optimizer_step_max_s']:.1f} |"
+            )
+        out.append("")
+    return "\n".join(out)
+
+
+def plots(runs: list[dict[str, Any]], rows: list[dict[str, Any]], out_dir: Path) -> list[Path]:
+    """loss.png (validation loss vs step), pareto.png (loss vs state), time.png (step time split)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    keys = list(dict.fromkeys(_key(r) for r in runs))
+    labels = list(dict.fromkeys(r["optimizer"] for r in runs))
+    colors = {label: plt.cm.tab20(i % 20) for i, label in enumerate(labels)}
+    paths = []
+
+    fig, axes = plt.subplots(1, len(keys), figsize=(6 * len(keys), 4.5), squeeze=False)
+    for ax, key in zip(axes[0], keys):
+        for label in labels:
+            rs = [r for r in runs if _key(r) == key and r["optimizer"] == label and r["val_curve"]]
+            if not rs:
+                continue
+            steps = [s for s, _ in rs[0]["val_curve"]]
+            curves = [[v for _, v in r["val_curve"]] for r in rs if len(r["val_curve"]) == len(steps)]
+            mean = [statistics.fmean(c[i] for c in curves) for i in range(len(steps))]
+            ax.plot(steps, mean, marker="o", ms=3, label=label, color=colors[label])
+        ax.set(title=f"{key[0]} / {key[1]}", xlabel="step", ylabel="validation loss")
+        ax.grid(alpha=0.3)
+    axes[0][-1].legend(fontsize=7)
+    fig.tight_layout()
+    paths.append(out_dir / "loss.png")
+    fig.savefig(paths[-1], dpi=110)
+    plt.close(fig)
+
+    fig, axes = plt.subplots(1, len(keys), figsize=(6 * len(keys), 4.5), squeeze=False)
+    for ax, key in zip(axes[0], keys):
+        for r in (r for r in rows if (r["dataset"], r["preset"]) == key):
+            ax.errorbar(
+                r["projected_state_bytes"] / 2**20,
+                r["val_loss"],
+                yerr=r["val_loss_std"],
+                fmt="o",
+                color=colors[r["optimizer"]],
+                label=r["optimizer"],
+                capsize=3,
+            )
+        ax.set(
+            title=f"{key[0]} / {key[1]}",
+            xlabel="optimizer state of projected matrices (MiB, log)",
+            ylabel="final validation loss",
+            xscale="log",
+        )
+        ax.grid(alpha=0.3)
+    axes[0][-1].legend(fontsize=7)
+    fig.tight_layout()
+    paths.append(out_dir / "pareto.png")
+    fig.savefig(paths[-1], dpi=110)
+    plt.close(fig)
+
+    fig, axes = plt.subplots(1, len(keys), figsize=(6 * len(keys), 4.5), squeeze=False)
+    for ax, key in zip(axes[0], keys):
+        sub = [r for r in rows if (r["dataset"], r["preset"]) == key]
+        names = [r["optimizer"] for r in sub]
+        fb = [1000 * r["fwd_bwd_s"] for r in sub]
+        op = [1000 * r["optimizer_step_s"] for r in sub]
+        ax.barh(names, fb, label="forward+backward", color="#9ab")
+        ax.barh(names, op, left=fb, label="optimizer step", color="#d62")
+        ax.set(title=f"{key[0]} / {key[1]}", xlabel="median ms per step")
+        ax.tick_params(axis="y", labelsize=7)
+    axes[0][-1].legend(fontsize=7)
+    fig.tight_layout()
+    paths.append(out_dir / "time.png")
+    fig.savefig(paths[-1], dpi=110)
+    plt.close(fig)
+    return paths
+
+
+def report(results: list[Path], out_dir: Path, readme: Path | None = None, command: str = "") -> str:
+    """Write report.md and the plots to ``out_dir``; optionally refresh the README's results section."""
+    runs = load_runs(results)
+    rows = summarize(runs)
+    table = markdown(rows)
+    images = plots(runs, rows, out_dir)
+    notes = sorted({f"- {r['dataset']}: {r['dataset_note']}" for r in runs})
+    devices = sorted({r["device"] for r in runs})
+    body = "\n".join([table, "Data: " if notes else "", *notes, f"\nDevice: {', '.join(devices)}.", ""])
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "report.md").write_text(body + "\n" + "\n".join(f"![{p.stem}]({p.name})" for p in images) + "\n")
+    (out_dir / "summary.json").write_text(json.dumps(rows, indent=1))
+    if readme is not None:
+        text = readme.read_text()
+        if README_START not in text or README_END not in text:
+            raise SystemExit(f"{readme} has no {README_START} … {README_END} section to fill")
+        rel = [
+            p.relative_to(readme.parent) if p.is_relative_to(readme.parent.resolve()) or not p.is_absolute() else p
+            for p in images
+        ]
+        section = "\n".join(
+            [
+                README_START,
+                f"Generated by `{command}`.\n" if command else "",
+                body,
+                *(f"![{p.stem}]({p})" for p in rel),
+                README_END,
+            ]
+        )
+        head, rest = text.split(README_START, 1)
+        readme.write_text(head + section + rest.split(README_END, 1)[1])
+    return body

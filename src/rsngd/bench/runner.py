@@ -1,0 +1,162 @@
+"""One benchmark run: train a LLaMA with one optimizer on one corpus and measure it."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+import rsngd
+
+from .data import Corpus, train_batches, val_batches
+from .optimizers import OptimizerSpec, build_optimizer, split_params
+from .presets import Preset
+
+
+def build_model(preset: Preset, vocab: int, seed: int):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(
+        vocab_size=vocab,
+        hidden_size=preset.hidden,
+        intermediate_size=preset.intermediate,
+        num_hidden_layers=preset.layers,
+        num_attention_heads=preset.heads,
+        num_key_value_heads=preset.heads,
+        max_position_embeddings=preset.seq,
+        tie_word_embeddings=False,
+    )
+    return LlamaForCausalLM(cfg)
+
+
+def lr_factor(step: int, preset: Preset) -> float:
+    """Linear warm-up over ``warmup`` of the steps, then cosine down to ``min_lr`` of the peak."""
+    warm = max(1, int(preset.warmup * preset.steps))
+    if step < warm:
+        return (step + 1) / warm
+    progress = (step - warm) / max(1, preset.steps - warm)
+    return preset.min_lr + (1 - preset.min_lr) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def _rss_bytes() -> int:
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError):
+        return 0
+
+
+@torch.no_grad()
+def evaluate(model, batches: list[torch.Tensor], device: torch.device, autocast: bool) -> float:
+    model.eval()
+    total = 0.0
+    for x in batches:
+        x = x.to(device)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
+            total += model(input_ids=x, labels=x).loss.float().item()
+    model.train()
+    return total / len(batches)
+
+
+def run_one(
+    spec: OptimizerSpec, preset: Preset, corpus: Corpus, seed: int, device: torch.device, progress: bool = True
+) -> dict[str, Any]:
+    """Train once and return the measurements as a JSON-ready dict."""
+    from tqdm.auto import tqdm
+
+    model = build_model(preset, corpus.vocab_size, seed).to(device)
+    opt = build_optimizer(spec, model, preset.hidden, preset.heads)
+    projected, _ = split_params(model)
+    base_lrs = [g["lr"] for g in opt.param_groups]
+    accum = max(1, preset.batch // preset.micro_batch)
+    batches = train_batches(corpus.train, preset.seq, preset.micro_batch, seed)
+    evals = val_batches(corpus.val, preset.seq, preset.micro_batch, preset.eval_batches)
+    autocast = device.type == "cuda"
+    cuda = device.type == "cuda"
+    if cuda:
+        torch.cuda.reset_peak_memory_stats(device)
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+
+    train_curve: list[float] = []
+    val_curve: list[tuple[int, float]] = []
+    fwd_bwd_s: list[float] = []
+    opt_s: list[float] = []
+    peak_rss = _rss_bytes()
+    start = time.perf_counter()
+    bar = tqdm(range(preset.steps), desc=f"{spec.label} seed {seed}", disable=not progress, leave=False)
+    for step in bar:
+        for group, lr in zip(opt.param_groups, base_lrs):
+            group["lr"] = lr * lr_factor(step, preset)
+        sync()
+        t0 = time.perf_counter()
+        loss_sum = 0.0
+        for _ in range(accum):
+            x = next(batches).to(device)  # (micro_batch, seq)
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
+                loss = model(input_ids=x, labels=x).loss / accum
+            loss.backward()
+            loss_sum += loss.detach().float().item()
+        sync()
+        t1 = time.perf_counter()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        sync()
+        t2 = time.perf_counter()
+        fwd_bwd_s.append(t1 - t0)
+        opt_s.append(t2 - t1)
+        train_curve.append(loss_sum)
+        peak_rss = max(peak_rss, _rss_bytes())
+        if (step + 1) % preset.eval_every == 0 or step + 1 == preset.steps:
+            val_curve.append((step + 1, evaluate(model, evals, device, autocast)))
+            bar.set_postfix(train=f"{loss_sum:.3f}", val=f"{val_curve[-1][1]:.3f}")
+        if not math.isfinite(loss_sum):
+            bar.close()
+            break
+    wall = time.perf_counter() - start
+    tokens = len(train_curve) * preset.batch * preset.seq
+    return {
+        "optimizer": spec.label,
+        "optimizer_name": spec.name,
+        "hyperparameters": spec.hyperparameters(preset.hidden),
+        "preset": preset.to_dict(),
+        "dataset": corpus.name,
+        "dataset_note": corpus.note,
+        "seed": seed,
+        "steps": len(train_curve),
+        "diverged": not math.isfinite(train_curve[-1]),
+        "final_val_loss": val_curve[-1][1] if val_curve else float("nan"),
+        "final_train_loss": train_curve[-1],
+        "optimizer_state_bytes": rsngd.optimizer_state_bytes(opt),
+        "projected_state_bytes": rsngd.optimizer_state_bytes(opt, projected),
+        "optimizer_step_s": statistics.median(opt_s),
+        "optimizer_step_max_s": max(opt_s),
+        "fwd_bwd_s": statistics.median(fwd_bwd_s),
+        "tokens_per_s": tokens / wall,
+        "peak_memory_bytes": torch.cuda.max_memory_allocated(device) if cuda else peak_rss,
+        "peak_memory_kind": "cuda_max_allocated" if cuda else "process_rss",
+        "model_params": sum(p.numel() for p in model.parameters()),
+        "projected_params": sum(p.numel() for p in projected),
+        "train_curve": train_curve,
+        "val_curve": val_curve,
+        "optimizer_step_curve_s": opt_s,
+        "wall_s": wall,
+        "device": torch.cuda.get_device_name(device) if cuda else f"cpu ({torch.get_num_threads()} threads)",
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+    }
+
+
+def write_results(path: Path, runs: list[dict[str, Any]]) -> None:
+    """Write the list of runs atomically (a crash never leaves a half-written file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(runs, indent=1))
+    tmp.replace(path)

@@ -1,0 +1,205 @@
+"""The benchmark harness: every optimizer runs on the smoke preset, JSON fields, report rendering."""
+
+import json
+import math
+
+import pytest
+import torch
+
+pytest.importorskip("tokenizers")
+
+from rsngd.bench.cli import DEFAULT_OPTIMIZERS, bench_main
+from rsngd.bench.data import load_corpus, train_batches, val_batches
+from rsngd.bench.optimizers import DEFAULTS, OptimizerSpec
+from rsngd.bench.presets import PRESETS
+from rsngd.bench.report import README_END, README_START, report
+from rsngd.bench.runner import lr_factor
+
+TEXT = "\n".join(
+    f"Line {i}: the quick brown fox jumps over the lazy dog while {i * 7 % 13} owls watch the {i % 5} moons."
+    for i in range(600)
+)
+
+REQUIRED = {
+    "optimizer",
+    "final_val_loss",
+    "optimizer_state_bytes",
+    "projected_state_bytes",
+    "optimizer_step_s",
+    "fwd_bwd_s",
+    "train_curve",
+    "val_curve",
+    "tokens_per_s",
+    "peak_memory_bytes",
+    "seed",
+    "hyperparameters",
+    "preset",
+    "dataset",
+    "dataset_note",
+}
+
+
+@pytest.fixture
+def text_file(tmp_path):
+    path = tmp_path / "corpus.txt"
+    path.write_text(TEXT)
+    return path
+
+
+def installed(name: str) -> bool:
+    module = {
+        "galore": "galore_torch",
+        "fira": "fira",
+        "apollo": "apollo_torch",
+        "apollo-mini": "apollo_torch",
+        "adam-mini": "adam_mini",
+    }.get(name)
+    if module is None:
+        return True
+    try:
+        __import__(module)
+    except ImportError:
+        return False
+    return True
+
+
+def test_smoke_runs_every_optimizer_and_writes_the_fields(tmp_path, text_file):
+    specs = [s for s in DEFAULT_OPTIMIZERS if installed(s.split(":")[0])]
+    assert {"adamw", "rsngd"} <= set(specs)
+    out = tmp_path / "results.json"
+    bench_main(
+        [
+            "--preset",
+            "smoke",
+            "--data",
+            str(text_file),
+            "--optimizers",
+            *specs,
+            "--seeds",
+            "0",
+            "--out",
+            str(out),
+            "--cache",
+            str(tmp_path / "cache"),
+            "--no-progress",
+            "--threads",
+            "1",
+        ]
+    )
+    runs = json.loads(out.read_text())
+    assert [r["optimizer"] for r in runs] == specs
+    steps = PRESETS["smoke"].steps
+    for r in runs:
+        assert r.keys() >= REQUIRED, REQUIRED - r.keys()
+        assert math.isfinite(r["final_val_loss"]) and r["final_val_loss"] < math.log(PRESETS["smoke"].vocab) + 1
+        assert len(r["train_curve"]) == steps and [s for s, _ in r["val_curve"]] == [3, 6]
+        assert r["optimizer_state_bytes"] > 0 and 0 < r["projected_state_bytes"] <= r["optimizer_state_bytes"]
+        assert r["optimizer_step_s"] > 0 and r["fwd_bwd_s"] > 0 and r["tokens_per_s"] > 0
+        assert r["peak_memory_bytes"] > 0 and r["seed"] == 0 and "lr" in r["hyperparameters"]
+    by_name = {r["optimizer"]: r for r in runs}
+    # Same initial weights and batches: the first training loss is the same for every optimizer.
+    assert len({round(r["train_curve"][0], 5) for r in runs}) == 1
+    assert by_name["rsngd"]["projected_state_bytes"] < 0.1 * by_name["adamw"]["projected_state_bytes"]
+    if "galore" in by_name:
+        assert by_name["rsngd"]["projected_state_bytes"] < by_name["galore"]["projected_state_bytes"]
+
+
+def test_batches_are_identical_for_the_same_seed(tmp_path, text_file):
+    corpus = load_corpus(str(text_file), 300, cache=tmp_path)
+    a, b, c = (train_batches(corpus.train, 16, 4, seed) for seed in (5, 5, 6))
+    first = [next(a) for _ in range(3)]
+    assert all(torch.equal(x, next(b)) for x in first)
+    assert not torch.equal(first[0], next(c))
+    v = val_batches(corpus.val, 16, 4, 3)
+    assert len(v) == 3 and v[0].shape == (4, 16)
+
+
+def test_tokenizer_and_tokens_are_cached(tmp_path, text_file):
+    cache = tmp_path / "cache"
+    first = load_corpus(str(text_file), 300, cache=cache)
+    files = sorted(p.name for p in cache.iterdir())
+    assert any(f.startswith("bpe-") for f in files) and any(f.startswith("tokens-") for f in files)
+    mtimes = {p.name: p.stat().st_mtime_ns for p in cache.iterdir()}
+    second = load_corpus(str(text_file), 300, cache=cache)
+    assert {p.name: p.stat().st_mtime_ns for p in cache.iterdir()} == mtimes
+    assert torch.equal(first.train, second.train) and first.vocab_size <= 300
+
+
+def test_wikitext_trains_on_valid_and_evaluates_on_test(tmp_path):
+    root = tmp_path / "shared" / "wikitext-2"
+    root.mkdir(parents=True)
+    (root / "valid.txt").write_text(TEXT)
+    (root / "test.txt").write_text(TEXT[::-1])
+    corpus = load_corpus("wikitext2", 300, cache=tmp_path / "cache", shared=tmp_path / "shared")
+    assert "train on valid.txt and evaluate on test.txt" in corpus.note
+    assert corpus.name == "wikitext2"
+
+
+def test_missing_corpus_is_a_clear_error(tmp_path):
+    with pytest.raises(SystemExit, match="no text file"):
+        load_corpus("shakespeare", 300, cache=tmp_path, shared=tmp_path / "nowhere")
+
+
+def test_optimizer_specs_parse():
+    spec = OptimizerSpec.parse("rsngd:rank=16,fisher=tensor,lr=0.002")
+    assert spec.name == "rsngd" and spec.overrides == {"rank": 16, "fisher": "tensor", "lr": 0.002}
+    assert spec.hyperparameters(hidden=256)["history"] == DEFAULTS["rsngd"]["history"]
+    assert OptimizerSpec.parse("galore").hyperparameters(hidden=256)["rank"] == 64
+    assert OptimizerSpec.parse("rsngd").hyperparameters(hidden=512)["rank"] == 64
+    with pytest.raises(SystemExit, match="unknown optimizer"):
+        OptimizerSpec.parse("sgd")
+    with pytest.raises(SystemExit, match="key=value"):
+        OptimizerSpec.parse("rsngd:rank")
+
+
+def test_schedule_warms_up_then_decays_to_ten_percent():
+    preset = PRESETS["cpu"]
+    factors = [lr_factor(s, preset) for s in range(preset.steps)]
+    warm = int(preset.warmup * preset.steps)
+    assert factors[0] == pytest.approx(1 / warm) and factors[warm - 1] == pytest.approx(1.0)
+    assert all(a >= b for a, b in zip(factors[warm:], factors[warm + 1 :]))
+    assert factors[-1] == pytest.approx(preset.min_lr, abs=0.01)
+
+
+def fake_run(optimizer: str, seed: int, loss: float, state: int) -> dict:
+    return {
+        "optimizer": optimizer,
+        "optimizer_name": optimizer.split(":")[0],
+        "dataset": "shakespeare",
+        "dataset_note": "first 90 % train",
+        "preset": {"name": "cpu"},
+        "seed": seed,
+        "final_val_loss": loss,
+        "projected_state_bytes": state,
+        "optimizer_state_bytes": 2 * state,
+        "optimizer_step_s": 0.01,
+        "optimizer_step_max_s": 0.02,
+        "fwd_bwd_s": 1.0,
+        "val_curve": [[10, loss + 1.0], [20, loss]],
+        "train_curve": [loss + 2, loss],
+        "device": "cpu (2 threads)",
+        "diverged": False,
+    }
+
+
+def test_report_renders_table_and_plots(tmp_path):
+    runs = [
+        fake_run("adamw", 0, 4.0, 1000),
+        fake_run("adamw", 1, 4.2, 1000),
+        fake_run("rsngd", 0, 3.9, 40),
+        fake_run("rsngd", 1, 3.9, 40),
+    ]
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(runs))
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# title\n\n{README_START}\nold\n{README_END}\n\ntail\n")
+    body = report([path], tmp_path / "out", readme=readme, command="rsngd bench report results.json")
+    assert "| adamw | 4.100 ± 0.141 | 0.00 MiB | 100.0% |" in body
+    assert "| rsngd | 3.900 ± 0.000 |" in body and "4.0%" in body
+    assert body.index("| rsngd") < body.index("| adamw")  # best loss first
+    for name in ("loss.png", "pareto.png", "time.png"):
+        data = (tmp_path / "out" / name).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
+    text = readme.read_text()
+    assert "old" not in text and "tail" in text and "4.100 ± 0.141" in text and "![pareto]" in text
+    assert "Generated by `rsngd bench report results.json`" in text
