@@ -8,7 +8,7 @@ import torch
 
 pytest.importorskip("tokenizers")
 
-from rsngd.bench.cli import DEFAULT_OPTIMIZERS, bench_main
+from rsngd.bench.cli import DEFAULT_OPTIMIZERS, RSNGD_VARIANTS, bench_main
 from rsngd.bench.data import load_corpus, train_batches, val_batches
 from rsngd.bench.optimizers import DEFAULTS, OptimizerSpec
 from rsngd.bench.presets import PRESETS
@@ -64,7 +64,7 @@ def installed(name: str) -> bool:
 
 
 def test_smoke_runs_every_optimizer_and_writes_the_fields(tmp_path, text_file):
-    specs = [s for s in DEFAULT_OPTIMIZERS if installed(s.split(":")[0])]
+    specs = [s for s in DEFAULT_OPTIMIZERS + RSNGD_VARIANTS if installed(s.split(":")[0])]
     assert {"adamw", "rsngd"} <= set(specs)
     out = tmp_path / "results.json"
     bench_main(

@@ -118,7 +118,8 @@ def test_single_tensor_global_and_tensor_fisher_agree(gen):
 def test_quadratic_svd_projection_converges(gen):
     loss_fn = quadratic(gen)
     W = torch.nn.Parameter(torch.randn(20, 16, generator=gen))
-    losses = run(RSNGD([W], lr=0.05, rank=6, update_gap=10, projection="svd"), [W], loss_fn, 400)
+    # Deterministic gradients are nearly collinear step to step: damping 0.1 rather than the LM default 0.01.
+    losses = run(RSNGD([W], lr=0.05, rank=6, update_gap=10, projection="svd", damping=0.1), [W], loss_fn, 400)
     assert losses[-1] < 1e-2 * losses[0]
 
 

@@ -110,7 +110,7 @@ class RSNGD(Optimizer):
         lr: float = 1e-3,
         rank: int | tuple[int, ...] | None = None,
         history: int = 10,
-        damping: float = 0.1,
+        damping: float = 0.01,
         damping_mode: str = "relative",
         update_gap: int = 200,
         projection: str = "random",

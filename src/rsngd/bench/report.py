@@ -23,7 +23,10 @@ def load_runs(paths: list[Path]) -> list[dict[str, Any]]:
 
 
 def _key(run: dict[str, Any]) -> tuple[str, str]:
-    return run["dataset"], run["preset"]["name"]
+    """Runs are compared within one corpus and one preset at one number of steps."""
+    preset = run["preset"]
+    steps = preset.get("steps")
+    return run["dataset"], preset["name"] + (f", {steps} steps" if steps else "")
 
 
 def summarize(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -40,6 +43,7 @@ def summarize(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "preset": preset,
                 "optimizer": label,
                 "seeds": len(rs),
+                "optimizer_name": rs[0].get("optimizer_name", label.split(":")[0]),
                 "val_loss": statistics.fmean(losses),
                 "val_loss_std": statistics.stdev(losses) if len(rs) > 1 else 0.0,
                 "projected_state_bytes": statistics.fmean(r["projected_state_bytes"] for r in rs),
@@ -51,14 +55,9 @@ def summarize(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             }
         )
     for row in rows:
-        ref = next(
-            (
-                o
-                for o in rows
-                if o["optimizer"] == "adamw" and (o["dataset"], o["preset"]) == (row["dataset"], row["preset"])
-            ),
-            None,
-        )
+        # AdamW's state does not depend on its lr: any AdamW run of the same setting is the reference.
+        same = [o for o in rows if (o["dataset"], o["preset"]) == (row["dataset"], row["preset"])]
+        ref = next((o for o in same if o["optimizer_name"] == "adamw"), None)
         row["state_vs_adamw"] = row["projected_state_bytes"] / ref["projected_state_bytes"] if ref else None
     rows.sort(key=lambda r: (r["dataset"], r["preset"], r["val_loss"]))
     return rows
@@ -69,12 +68,16 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     out = []
     for dataset, preset in dict.fromkeys((r["dataset"], r["preset"]) for r in rows):
         sub = [r for r in rows if (r["dataset"], r["preset"]) == (dataset, preset)]
-        out.append(f"**{dataset}, preset `{preset}`** ({sub[0]['seeds']} seed(s) per row)\n")
+        name, _, steps = preset.partition(", ")
+        where = f"preset `{name}`" + (f", {steps}" if steps else "")
+        counts = sorted({r["seeds"] for r in sub})
+        seeds = f"{counts[0]} seed(s) per row" if len(counts) == 1 else "seeds per row in the last column"
+        out.append(f"**{dataset}, {where}** ({seeds}; mean ± std over seeds)\n")
         out.append(
             "| optimizer | val loss | state of projected matrices | vs AdamW | opt step ms | fwd+bwd ms "
-            "| opt/fwd+bwd | max opt step ms |"
+            "| opt/fwd+bwd | max opt step ms | seeds |"
         )
-        out.append("|---|---|---|---|---|---|---|---|")
+        out.append("|---|---|---|---|---|---|---|---|---|")
         for r in sub:
             loss = f"{r['val_loss']:.3f}" + (f" ± {r['val_loss_std']:.3f}" if r["seeds"] > 1 else "")
             if r["diverged"]:
@@ -83,7 +86,8 @@ def markdown(rows: list[dict[str, Any]]) -> str:
             out.append(
                 f"| {r['optimizer']} | {loss} | {r['projected_state_bytes'] / 2**20:.2f} MiB | {ratio} "
                 f"| {1000 * r['optimizer_step_s']:.1f} | {1000 * r['fwd_bwd_s']:.1f} "
-                f"| {r['optimizer_step_s'] / r['fwd_bwd_s']:.1%} | {1000 * r['optimizer_step_max_s']:.1f} |"
+                f"| {r['optimizer_step_s'] / r['fwd_bwd_s']:.1%} | {1000 * r['optimizer_step_max_s']:.1f} "
+                f"| {r['seeds']} |"
             )
         out.append("")
     return "\n".join(out)

@@ -144,9 +144,10 @@ def run_one(
         "peak_memory_kind": "cuda_max_allocated" if cuda else "process_rss",
         "model_params": sum(p.numel() for p in model.parameters()),
         "projected_params": sum(p.numel() for p in projected),
-        "train_curve": train_curve,
-        "val_curve": val_curve,
-        "optimizer_step_curve_s": opt_s,
+        # Curves rounded to keep the committed results small.
+        "train_curve": [round(v, 4) for v in train_curve],
+        "val_curve": [(s, round(v, 4)) for s, v in val_curve],
+        "optimizer_step_curve_s": [round(v, 5) for v in opt_s],
         "wall_s": wall,
         "device": torch.cuda.get_device_name(device) if cuda else f"cpu ({torch.get_num_threads()} threads)",
         "torch": torch.__version__,
