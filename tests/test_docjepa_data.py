@@ -1,0 +1,124 @@
+"""Document data: record format, synthetic generator, shards, info."""
+
+import numpy as np
+import pytest
+
+pytest.importorskip("faker")
+pytest.importorskip("pyarrow")
+
+from docjepa.cli import dataset_info, main
+from docjepa.data.record import Page, rasterize
+from docjepa.data.shards import DocumentDataset, ShardWriter, iter_pages
+from docjepa.data.synth.generate import NoiseOptions, generate, generate_page
+from docjepa.data.synth.layouts import LAYOUTS
+
+SIZE = 384
+
+
+def center(box):
+    return (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
+
+
+def test_generator_is_deterministic_per_seed_and_index():
+    a, b = generate_page(7, seed=1, size=SIZE), generate_page(7, seed=1, size=SIZE)
+    assert a.image == b.image and a.to_row() == b.to_row()
+    c = generate_page(7, seed=2, size=SIZE)
+    assert c.image != a.image
+
+
+def test_generator_variety():
+    pages = [generate_page(i, seed=0, size=SIZE) for i in range(36)]
+    assert {p.layout for p in pages} == set(LAYOUTS)
+    qtypes = {q.qtype for p in pages for q in p.questions}
+    assert {"key", "field", "table", "layout"} <= qtypes
+    texts = {q.text for p in pages for q in p.questions}
+    assert len(texts) > 100  # templates × content, not a handful of fixed strings
+    assert all(p.words and p.questions for p in pages)
+    assert any(len(q.answers) > 1 for p in pages for q in p.questions)  # ambiguity is kept
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+@pytest.mark.parametrize("noise", [0.0, 1.0])
+def test_answer_masks_cover_exactly_the_answer_words(layout, noise):
+    page = generate_page(3, seed=5, size=768, layout=layout, noise=NoiseOptions(p=noise))
+    checked = 0
+    for qi, q in enumerate(page.questions):
+        mask = page.answer_mask(qi)
+        assert mask.shape == (page.height, page.width) and mask.any()
+        for a in q.answers:
+            inside = {i for i in a.word_ids}
+            for i in inside:
+                x, y = center(page.words[i].box)
+                assert mask[int(y), int(x)], (q.text, page.words[i].text)
+            if q.qtype in ("key", "table") and a.word_ids and len(q.answers) == 1:
+                # No other word's centre falls inside a key/cell answer.
+                others = [w for j, w in enumerate(page.words) if j not in inside]
+                assert not any(mask[int(center(w.box)[1]), int(center(w.box)[0])] for w in others), q.text
+                checked += 1
+    assert checked > 0 or layout == "multicolumn"
+
+
+def test_masks_rasterise_at_any_resolution():
+    page = generate_page(1, seed=0, size=768, layout="invoice")
+    full = page.answer_mask(0)
+    half = page.answer_mask(0, size=(page.height // 2, page.width // 2))
+    assert half.shape == (page.height // 2, page.width // 2)
+    assert abs(half.mean() - full.mean()) < 0.2 * full.mean()
+    with pytest.raises(ValueError, match="3"):
+        rasterize([[0, 0, 1, 1]], (10, 10))
+
+
+def test_words_are_inside_the_page():
+    for i in range(12):
+        page = generate_page(i, seed=3, size=SIZE, noise=NoiseOptions(p=0.5))
+        for w in page.words:
+            x0, y0, x1, y1 = w.box
+            assert -3 <= x0 < x1 <= page.width + 3 and -3 <= y0 < y1 <= page.height + 3, w
+
+
+def test_shards_round_trip_and_random_access(tmp_path):
+    pages = [generate_page(i, seed=4, size=SIZE) for i in range(23)]
+    with ShardWriter(tmp_path, pages_per_shard=10) as writer:
+        for p in pages:
+            writer.add(p)
+    assert sorted(f.name for f in tmp_path.iterdir()) == [f"shard-0000{i}.parquet" for i in range(3)]
+    ds = DocumentDataset(tmp_path)
+    assert len(ds) == 23
+    for i in (0, 9, 10, 22, 5, -1):
+        got = ds[i]
+        assert isinstance(got, Page)
+        want = pages[i].to_row()
+        row = got.to_row()
+        assert row["image"] == want["image"] and row["doc_id"] == want["doc_id"]
+        assert [w["text"] for w in row["words"]] == [w["text"] for w in want["words"]]
+        np.testing.assert_allclose([w["box"] for w in row["words"]], [w["box"] for w in want["words"]], atol=1e-3)
+        assert [q["text"] for q in row["questions"]] == [q["text"] for q in want["questions"]]
+        assert np.array_equal(got.answer_mask(0), pages[i].answer_mask(0))
+    assert [p.doc_id for p in iter_pages(tmp_path)] == [p.doc_id for p in pages]
+    with pytest.raises(IndexError):
+        ds[23]
+
+
+def test_generate_output_does_not_depend_on_workers(tmp_path):
+    one = generate(10, tmp_path / "one", seed=9, size=256, workers=1, progress=False)
+    two = generate(10, tmp_path / "two", seed=9, size=256, workers=2, progress=False)
+    assert one["pages"] == two["pages"] == 10 and one["questions"] == two["questions"]
+    rows1 = [p.to_row() for p in iter_pages(tmp_path / "one")]
+    rows2 = [p.to_row() for p in iter_pages(tmp_path / "two")]
+    assert rows1 == rows2
+
+
+def test_info_and_cli(tmp_path, capsys):
+    main(["generate", "--n", "6", "--out", str(tmp_path / "d"), "--size", "256", "--workers", "1", "--no-progress"])
+    info = dataset_info(tmp_path / "d")
+    pages = list(iter_pages(tmp_path / "d"))
+    assert info["pages"] == info["documents"] == 6
+    assert info["words"] == sum(len(p.words) for p in pages)
+    assert info["questions"] == sum(len(p.questions) for p in pages) == sum(info["question_types"].values())
+    assert info["image_sizes"] == {"181x256": 6}
+    main(["info", str(tmp_path / "d")])
+    assert '"pages": 6' in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="no dataset folder"):
+        main(["info", str(tmp_path / "missing")])
+    with pytest.raises(SystemExit, match="n must be at least 1"):
+        main(["generate", "--n", "0", "--out", str(tmp_path / "e"), "--no-progress"])
