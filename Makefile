@@ -16,6 +16,9 @@ $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) torch==2.13.0
 	$(PIP) -e ".[test,docjepa,bench]"
+	@# Tesseract for OCR of scanned documents (best effort: the OCR tests skip without it).
+	command -v tesseract >/dev/null || { command -v apt-get >/dev/null && apt-get update -qq && \
+		apt-get install -y -qq tesseract-ocr >/dev/null; } || echo "warning: tesseract not installed; OCR disabled"
 	touch $(STAMP)
 
 lint: setup

@@ -23,6 +23,7 @@ def cmd_generate(args: argparse.Namespace) -> None:
         noise=noise,
         pages_per_shard=args.pages_per_shard,
         progress=not args.no_progress,
+        append=args.append,
     )
     print(json.dumps({**summary, "out": str(args.out)}, indent=1))
 
@@ -65,6 +66,31 @@ def cmd_info(args: argparse.Namespace) -> None:
     print(json.dumps(dataset_info(args.dir), indent=1))
 
 
+def cmd_import(args: argparse.Namespace) -> None:
+    import logging
+
+    from .data.importer import import_paths
+
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+    summary = import_paths(
+        args.paths,
+        args.out,
+        dpi=args.dpi,
+        lang=args.lang,
+        questions=args.questions,
+        progress=not args.no_progress,
+        append=args.append,
+    )
+    print(json.dumps({**summary.to_dict(), "out": str(args.out)}, indent=1))
+
+
+def cmd_show(args: argparse.Namespace) -> None:
+    from .data.show import show
+
+    paths = show(args.dir, args.out, args.limit)
+    print(f"wrote {len(paths)} pages to {args.out}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from .data.synth.layouts import LAYOUTS
 
@@ -85,10 +111,30 @@ def build_parser() -> argparse.ArgumentParser:
     )
     g.add_argument("--pages-per-shard", type=int, default=256)
     g.add_argument("--no-progress", action="store_true")
+    g.add_argument("--append", action="store_true", help="add shards to a folder that already has some")
     g.set_defaults(func=cmd_generate)
     i = sub.add_parser("info", help="JSON summary of a dataset folder")
     i.add_argument("dir", type=Path)
     i.set_defaults(func=cmd_info)
+    m = sub.add_parser("import", help="PDFs and images (OCR) → dataset shards")
+    m.add_argument("paths", type=Path, nargs="+", help="files or folders (searched recursively)")
+    m.add_argument("--out", type=Path, required=True)
+    m.add_argument("--dpi", type=int, default=150, help="PDF rendering resolution")
+    m.add_argument("--lang", default="eng", help="Tesseract language(s), e.g. eng+deu")
+    m.add_argument(
+        "--questions",
+        type=Path,
+        default=None,
+        help='JSON {doc_id: {page: [{"question": …, "answers": [[x0, y0, x1, y1], …]}]}}',
+    )
+    m.add_argument("--no-progress", action="store_true")
+    m.add_argument("--append", action="store_true", help="add shards to a folder that already has some")
+    m.set_defaults(func=cmd_import)
+    s = sub.add_parser("show", help="draw pages with word boxes and answer masks as PNG")
+    s.add_argument("dir", type=Path)
+    s.add_argument("--out", type=Path, required=True)
+    s.add_argument("--limit", type=int, default=20)
+    s.set_defaults(func=cmd_show)
     return ap
 
 
@@ -96,7 +142,7 @@ def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
     try:
         args.func(args)
-    except (FileNotFoundError, ValueError) as err:
+    except (FileNotFoundError, FileExistsError, ValueError) as err:
         raise SystemExit(f"docjepa {args.command}: {err}") from err
 
 

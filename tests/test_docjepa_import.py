@@ -1,0 +1,121 @@
+"""Importing real documents: PDFs with a text layer, corrupt files, OCR of images, show."""
+
+import json
+import shutil
+
+import pytest
+
+pytest.importorskip("pypdfium2")
+reportlab = pytest.importorskip("reportlab")
+
+from PIL import Image, ImageDraw  # noqa: E402
+from reportlab.lib.pagesizes import A4  # noqa: E402
+from reportlab.pdfgen import canvas  # noqa: E402
+
+from docjepa.cli import main  # noqa: E402
+from docjepa.data.importer import import_paths  # noqa: E402
+from docjepa.data.shards import ShardWriter, iter_pages  # noqa: E402
+from docjepa.data.show import show  # noqa: E402
+from docjepa.data.synth.canvas import load_font  # noqa: E402
+from docjepa.data.synth.generate import generate  # noqa: E402
+
+HAS_TESSERACT = shutil.which("tesseract") is not None
+
+
+def make_pdf(path):
+    c = canvas.Canvas(str(path), pagesize=A4)  # 595 × 842 points
+    c.setFont("Helvetica", 14)
+    c.drawString(72, 800, "Invoice number INV-4242")
+    c.drawString(300, 400, "Total 99.50")
+    c.showPage()
+    c.setFont("Helvetica", 12)
+    c.drawString(100, 700, "Second page here")
+    c.save()
+
+
+def text_image(path, words="HELLO WORLD 2026"):
+    img = Image.new("RGB", (900, 240), "white")
+    ImageDraw.Draw(img).text((40, 80), words, fill="black", font=load_font("sans", 48))
+    img.save(path)
+    return img
+
+
+def test_pdf_words_land_where_they_were_drawn(tmp_path):
+    make_pdf(tmp_path / "doc.pdf")
+    summary = import_paths([tmp_path / "doc.pdf"], tmp_path / "out", dpi=144, progress=False)
+    assert summary.files == 1 and summary.pages == 2 and not summary.skipped and summary.ocr_pages == 0
+    p0, p1 = list(iter_pages(tmp_path / "out"))
+    assert abs(p0.width - A4[0] * 2) <= 1 and abs(p0.height - A4[1] * 2) <= 1
+    assert [w.text for w in p0.words] == ["Invoice", "number", "INV-4242", "Total", "99.50"]
+    assert [w.text for w in p1.words] == ["Second", "page", "here"]
+    scale = 2.0  # 144 dpi / 72 points per inch
+    x0, y0, x1, y1 = p0.words[0].box
+    assert abs(x0 - 72 * scale) < 6 and x1 > x0
+    baseline = (842 - 800) * scale
+    assert y0 < baseline < y1 + 2 and y1 - y0 < 14 * scale * 1.3
+    total = p0.words[3].box
+    assert abs(total[0] - 300 * scale) < 6 and abs(total[3] - (842 - 400) * scale) < 8
+
+
+def test_corrupt_empty_and_unknown_files_are_skipped_not_fatal(tmp_path, caplog):
+    make_pdf(tmp_path / "good.pdf")
+    (tmp_path / "broken.pdf").write_bytes(b"%PDF-1.4 this is not a pdf")
+    (tmp_path / "empty.png").write_bytes(b"")
+    summary = import_paths([tmp_path, tmp_path / "notes.docx"], tmp_path / "out", progress=False)
+    skipped = {p.split("/")[-1]: reason for p, reason in summary.skipped}
+    assert set(skipped) == {"broken.pdf", "empty.png", "notes.docx"}
+    assert summary.files == 1 and summary.pages == 2
+    assert any("broken.pdf" in r.message for r in caplog.records)
+
+
+@pytest.mark.skipif(not HAS_TESSERACT, reason="tesseract is not installed")
+def test_ocr_of_an_image_and_of_a_scanned_pdf(tmp_path):
+    img = text_image(tmp_path / "scan.png")
+    img.save(tmp_path / "scanned.pdf")  # an image-only PDF: no text layer
+    summary = import_paths([tmp_path], tmp_path / "out", dpi=72, progress=False)
+    assert summary.pages == 2 and summary.ocr_pages == 2 and not summary.skipped
+    for page in iter_pages(tmp_path / "out"):
+        texts = [w.text for w in page.words]
+        assert "HELLO" in texts and "2026" in texts, texts
+        hello = page.words[texts.index("HELLO")].box
+        sx = page.width / 900
+        assert abs(hello[0] - 40 * sx) < 15 * sx and hello[1] > 60 * sx and hello[3] < 160 * sx
+
+
+@pytest.mark.skipif(HAS_TESSERACT, reason="tesseract is installed")
+def test_missing_tesseract_is_a_clear_reason(tmp_path):
+    text_image(tmp_path / "scan.png")
+    summary = import_paths([tmp_path / "scan.png"], tmp_path / "out", progress=False)
+    assert summary.pages == 0 and "tesseract is not installed" in summary.skipped[0][1]
+
+
+def test_user_questions_are_attached(tmp_path):
+    make_pdf(tmp_path / "doc.pdf")
+    spec = {"doc": {"0": [{"question": "What is the total?", "answers": [[590, 860, 760, 890]]}]}}
+    (tmp_path / "q.json").write_text(json.dumps(spec))
+    import_paths([tmp_path / "doc.pdf"], tmp_path / "out", dpi=144, questions=tmp_path / "q.json", progress=False)
+    p0, p1 = list(iter_pages(tmp_path / "out"))
+    assert [q.text for q in p0.questions] == ["What is the total?"] and not p1.questions
+    mask = p0.answer_mask(0)
+    total = p0.words[3].box
+    assert mask[int((total[1] + total[3]) / 2), int((total[0] + total[2]) / 2)]
+
+
+def test_output_folder_is_not_silently_appended(tmp_path):
+    make_pdf(tmp_path / "doc.pdf")
+    import_paths([tmp_path / "doc.pdf"], tmp_path / "out", progress=False)
+    with pytest.raises(FileExistsError, match="--append"):
+        ShardWriter(tmp_path / "out")
+    import_paths([tmp_path / "doc.pdf"], tmp_path / "out", progress=False, append=True)
+    assert len(list(iter_pages(tmp_path / "out"))) == 4
+    with pytest.raises(SystemExit, match="already holds"):
+        main(["import", str(tmp_path / "doc.pdf"), "--out", str(tmp_path / "out"), "--no-progress"])
+
+
+def test_show_draws_pages(tmp_path):
+    generate(3, tmp_path / "d", seed=2, size=384, workers=1, progress=False)
+    paths = show(tmp_path / "d", tmp_path / "png", limit=2)
+    assert len(paths) == 2
+    for p in paths:
+        img = Image.open(p)
+        assert img.width == 272 and img.height > 384  # the page plus the list of questions below it
