@@ -91,6 +91,13 @@ def cmd_show(args: argparse.Namespace) -> None:
     print(f"wrote {len(paths)} pages to {args.out}")
 
 
+def cmd_tokenizer(args: argparse.Namespace) -> None:
+    from .data.tokenizer import train_tokenizer
+
+    tok = train_tokenizer(args.dirs, args.out, vocab_size=args.vocab_size, lowercase=args.lowercase)
+    print(json.dumps({"out": str(args.out), "vocab_size": tok.vocab_size}, indent=1))
+
+
 def build_parser() -> argparse.ArgumentParser:
     from .data.synth.layouts import LAYOUTS
 
@@ -135,6 +142,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", type=Path, required=True)
     s.add_argument("--limit", type=int, default=20)
     s.set_defaults(func=cmd_show)
+    t = sub.add_parser("tokenizer", help="tokenizer tools")
+    tsub = t.add_subparsers(dest="action", required=True)
+    tt = tsub.add_parser("train", help="train a WordPiece tokenizer on the OCR text of datasets")
+    tt.add_argument("dirs", type=Path, nargs="+")
+    tt.add_argument("--out", type=Path, required=True)
+    tt.add_argument("--vocab-size", type=int, default=8000)
+    tt.add_argument("--lowercase", action="store_true")
+    tt.set_defaults(func=cmd_tokenizer)
     return ap
 
 
