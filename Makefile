@@ -16,9 +16,11 @@ $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) torch==2.13.0
 	$(PIP) -e ".[test,docjepa,bench]"
-	@# Tesseract for OCR of scanned documents (best effort: the OCR tests skip without it).
-	command -v tesseract >/dev/null || { command -v apt-get >/dev/null && apt-get update -qq && \
-		apt-get install -y -qq tesseract-ocr >/dev/null; } || echo "warning: tesseract not installed; OCR disabled"
+	@# Debian packages, best effort: Tesseract for OCR (its tests skip without it) and real fonts for the
+	@# synthetic documents (Pillow's built-in font is the fallback).
+	{ command -v tesseract >/dev/null && test -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf; } || \
+		{ command -v apt-get >/dev/null && apt-get update -qq && apt-get install -y -qq tesseract-ocr \
+		fonts-dejavu-core fonts-liberation2 >/dev/null; } || echo "warning: tesseract or fonts not installed"
 	touch $(STAMP)
 
 lint: setup
