@@ -93,6 +93,16 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
+def _save(fig, axes, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    axes[0][-1].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def plots(runs: list[dict[str, Any]], rows: list[dict[str, Any]], out_dir: Path) -> list[Path]:
     """loss.png (validation loss vs step), pareto.png (loss vs state), time.png (step time split)."""
     import matplotlib
@@ -118,11 +128,7 @@ def plots(runs: list[dict[str, Any]], rows: list[dict[str, Any]], out_dir: Path)
             ax.plot(steps, mean, marker="o", ms=3, label=label, color=colors[label])
         ax.set(title=f"{key[0]} / {key[1]}", xlabel="step", ylabel="validation loss")
         ax.grid(alpha=0.3)
-    axes[0][-1].legend(fontsize=7)
-    fig.tight_layout()
-    paths.append(out_dir / "loss.png")
-    fig.savefig(paths[-1], dpi=110)
-    plt.close(fig)
+    paths.append(_save(fig, axes, out_dir / "loss.png"))
 
     fig, axes = plt.subplots(1, len(keys), figsize=(6 * len(keys), 4.5), squeeze=False)
     for ax, key in zip(axes[0], keys):
@@ -143,11 +149,7 @@ def plots(runs: list[dict[str, Any]], rows: list[dict[str, Any]], out_dir: Path)
             xscale="log",
         )
         ax.grid(alpha=0.3)
-    axes[0][-1].legend(fontsize=7)
-    fig.tight_layout()
-    paths.append(out_dir / "pareto.png")
-    fig.savefig(paths[-1], dpi=110)
-    plt.close(fig)
+    paths.append(_save(fig, axes, out_dir / "pareto.png"))
 
     fig, axes = plt.subplots(1, len(keys), figsize=(6 * len(keys), 4.5), squeeze=False)
     for ax, key in zip(axes[0], keys):
@@ -159,11 +161,7 @@ def plots(runs: list[dict[str, Any]], rows: list[dict[str, Any]], out_dir: Path)
         ax.barh(names, op, left=fb, label="optimizer step", color="#d62")
         ax.set(title=f"{key[0]} / {key[1]}", xlabel="median ms per step")
         ax.tick_params(axis="y", labelsize=7)
-    axes[0][-1].legend(fontsize=7)
-    fig.tight_layout()
-    paths.append(out_dir / "time.png")
-    fig.savefig(paths[-1], dpi=110)
-    plt.close(fig)
+    paths.append(_save(fig, axes, out_dir / "time.png"))
     return paths
 
 

@@ -52,6 +52,13 @@ class Canvas:
     def px(self, v: float) -> float:
         return v * self.unit
 
+    def _word(self, x: float, y: float, token: str, font, fill: str) -> int:
+        """Draw one word at (x, y) and record its box; returns its id."""
+        self.draw.text((x, y), token, font=font, fill=fill)
+        x0, y0, x1, y1 = self.draw.textbbox((x, y), token, font=font)
+        self.words.append(Word(token, (float(x0), float(y0), float(x1), float(y1))))
+        return len(self.words) - 1
+
     def text(self, x: float, y: float, text: str, family: str = "sans", size: float = 14, fill: str = "black",
              max_x: float | None = None) -> list[int]:
         """Draw ``text`` on one line from (x, y) (in px); returns the ids of the words drawn."""
@@ -62,10 +69,7 @@ class Canvas:
             width = font.getlength(token)
             if max_x is not None and x + width > max_x and ids:
                 break
-            self.draw.text((x, y), token, font=font, fill=fill)
-            x0, y0, x1, y1 = self.draw.textbbox((x, y), token, font=font)
-            ids.append(len(self.words))
-            self.words.append(Word(token, (float(x0), float(y0), float(x1), float(y1))))
+            ids.append(self._word(x, y, token, font, fill))
             x += width + space
         return ids
 
@@ -82,10 +86,7 @@ class Canvas:
                 cx, y = x, y + line_h
             if y + line_h > self.height:
                 break
-            self.draw.text((cx, y), token, font=font, fill=fill)
-            x0, y0, x1, y1 = self.draw.textbbox((cx, y), token, font=font)
-            ids.append(len(self.words))
-            self.words.append(Word(token, (float(x0), float(y0), float(x1), float(y1))))
+            ids.append(self._word(cx, y, token, font, fill))
             cx += w + space
         return ids, y + line_h
 
