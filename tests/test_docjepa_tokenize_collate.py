@@ -8,19 +8,14 @@ pytest.importorskip("faker")
 
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-from docjepa.cli import main
 from docjepa.data.collate import CollateConfig, DocumentCollator
 from docjepa.data.shards import DocumentDataset
-from docjepa.data.synth.generate import generate
 from docjepa.data.tokenizer import tokenize_words
 
 
-@pytest.fixture(scope="module")
-def data(tmp_path_factory):
-    root = tmp_path_factory.mktemp("docs")
-    generate(24, root / "d", seed=11, size=512, workers=1, progress=False)
-    main(["tokenizer", "train", str(root / "d"), "--out", str(root / "tok"), "--vocab-size", "600"])
-    return root
+@pytest.fixture
+def data(docs):
+    return docs
 
 
 def test_tokenizer_loads_with_transformers_and_round_trips(data):

@@ -8,6 +8,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+OVERRIDABLE = ("pretrain",)  # commands taking --key.sub=value config overrides
+
 
 def cmd_generate(args: argparse.Namespace) -> None:
     from .data.synth.generate import NoiseOptions, generate
@@ -98,6 +100,18 @@ def cmd_tokenizer(args: argparse.Namespace) -> None:
     print(json.dumps({"out": str(args.out), "vocab_size": tok.vocab_size}, indent=1))
 
 
+def cmd_pretrain(args: argparse.Namespace) -> None:
+    import logging
+
+    from .train.config import load_config
+    from .train.pretrain import PretrainConfig, pretrain
+
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    cfg = load_config(PretrainConfig, args.config, args.overrides)
+    last = pretrain(cfg, args.out, resume=args.resume, progress=not args.no_progress)
+    print(json.dumps({"out": str(args.out), **last}, indent=1))
+
+
 def build_parser() -> argparse.ArgumentParser:
     from .data.synth.layouts import LAYOUTS
 
@@ -150,14 +164,28 @@ def build_parser() -> argparse.ArgumentParser:
     tt.add_argument("--vocab-size", type=int, default=8000)
     tt.add_argument("--lowercase", action="store_true")
     tt.set_defaults(func=cmd_tokenizer)
+    p = sub.add_parser(
+        "pretrain",
+        help="pre-train the encoders (I-JEPA, MLM, MIM, D-JEPA)",
+        epilog="Any config field can be overridden as --key.sub=value, e.g. --run.steps=50.",
+    )
+    p.add_argument("--config", type=Path, default=None, help="YAML file (configs/pretrain/*.yaml)")
+    p.add_argument("--out", type=Path, required=True, help="run folder (checkpoints, metrics, TensorBoard)")
+    p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=cmd_pretrain)
     return ap
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
+    if extra and args.command not in OVERRIDABLE:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    args.overrides = extra
     try:
         args.func(args)
-    except (FileNotFoundError, FileExistsError, ValueError) as err:
+    except (FileNotFoundError, FileExistsError, ValueError, KeyError, TypeError) as err:
         raise SystemExit(f"docjepa {args.command}: {err}") from err
 
 

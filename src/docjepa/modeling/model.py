@@ -1,0 +1,123 @@
+"""The Document-JEPA backbone: image encoder + text encoder + fusion, composed from injected parts.
+
+``DocJepaConfig`` holds everything needed to rebuild the model (the Hiera and BERT configurations as
+dictionaries, the neck and fusion sizes, the pre-training heads' sizes), so ``save_pretrained`` /
+``from_pretrained`` round-trip any model of this package.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torch import Tensor, nn
+from transformers import BertConfig, HieraConfig, PretrainedConfig, PreTrainedModel
+
+from .fusion import CrossModalFusion
+from .image_encoder import ImageEncoder, ImageFeatures, unit_grid
+from .text_encoder import LayoutTextEncoder
+
+
+class DocJepaConfig(PretrainedConfig):
+    """Configuration of every Document-JEPA model (backbone, pre-training heads, segmentation heads)."""
+
+    model_type = "docjepa"
+
+    def __init__(
+        self,
+        image: dict | None = None,
+        text: dict | None = None,
+        neck_dim: int = 256,
+        fusion_layers: int = 2,
+        fusion_heads: int = 8,
+        predictor_dim: int = 384,
+        predictor_layers: int = 6,
+        predictor_heads: int = 12,
+        djepa_layers: int = 2,
+        mim_patch: int = 16,
+        **kwargs,
+    ) -> None:
+        self.image = dict(image or {})
+        """HieraConfig keyword arguments."""
+        self.text = dict(text or {})
+        """BertConfig keyword arguments."""
+        self.neck_dim = neck_dim
+        self.fusion_layers = fusion_layers
+        self.fusion_heads = fusion_heads
+        self.predictor_dim = predictor_dim
+        self.predictor_layers = predictor_layers
+        self.predictor_heads = predictor_heads
+        self.djepa_layers = djepa_layers
+        self.mim_patch = mim_patch
+        super().__init__(**kwargs)
+
+    def hiera(self) -> HieraConfig:
+        return HieraConfig(**self.image)
+
+    def bert(self) -> BertConfig:
+        return BertConfig(**self.text)
+
+    @property
+    def image_size(self) -> int:
+        return int(self.hiera().image_size[0])
+
+    @property
+    def unit_grid(self) -> int:
+        return int(unit_grid(self.hiera())[0])
+
+
+@dataclass
+class BackboneOutput:
+    """Everything downstream heads may use."""
+
+    image: ImageFeatures
+    """Image encoder output (last-stage tokens and the pre-fusion embedding map)."""
+    fused_text: Tensor
+    """(B, L, D) text tokens after fusion."""
+    fused_image: Tensor
+    """(B, D, G, G) image embedding after fusion."""
+
+
+class DocJepaPreTrainedModel(PreTrainedModel):
+    """Shared base: configuration class and weight initialisation of this package's own layers."""
+
+    config_class = DocJepaConfig
+    base_model_prefix = "backbone"
+    main_input_name = "pixel_values"
+
+    def _init_weights(self, module: nn.Module) -> None:
+        if isinstance(module, nn.Linear):
+            nn.init.trunc_normal_(module.weight, std=0.02)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.LayerNorm):
+            nn.init.ones_(module.weight)
+            nn.init.zeros_(module.bias)
+
+
+class DocJepaModel(DocJepaPreTrainedModel):
+    """Image encoder (Hiera + neck), layout-aware BERT text encoder and two-way cross-attention fusion."""
+
+    def __init__(
+        self,
+        config: DocJepaConfig,
+        image_encoder: ImageEncoder | None = None,
+        text_encoder: LayoutTextEncoder | None = None,
+        fusion: CrossModalFusion | None = None,
+    ) -> None:
+        super().__init__(config)
+        self.image_encoder = image_encoder or ImageEncoder(config.hiera(), config.neck_dim)
+        self.text_encoder = text_encoder or LayoutTextEncoder(config.bert())
+        self.fusion = fusion or CrossModalFusion(
+            self.text_encoder.hidden_size, config.neck_dim, config.fusion_layers, config.fusion_heads
+        )
+        self.post_init()
+
+    def forward(
+        self, pixel_values: Tensor, input_ids: Tensor, attention_mask: Tensor, bbox: Tensor, keep: Tensor | None = None
+    ) -> BackboneOutput:
+        """pixel_values (B, 3, S, S); input_ids, attention_mask (B, L); bbox (B, L, 4) in 0…1000;
+        keep (B, U) visible mask units (None: the whole image)."""
+        image = self.image_encoder(pixel_values, keep)
+        text = self.text_encoder(input_ids, attention_mask, bbox)  # (B, L, H)
+        fused_text, fused_image = self.fusion(text, attention_mask, image.embedding)
+        return BackboneOutput(image=image, fused_text=fused_text, fused_image=fused_image)

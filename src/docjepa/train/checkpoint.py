@@ -1,0 +1,76 @@
+"""Atomic checkpoints and exact resumption.
+
+A checkpoint is a folder ``checkpoints/step-NNNNNNN`` holding the model (``save_pretrained``: safetensors +
+config JSON), the optimizer and scheduler state, and ``state.pt`` (step, samples consumed, RNG states). It is
+written under a temporary name and renamed into place, and ``checkpoints/latest`` (a one-line file) is
+replaced atomically after that, so a run killed at any moment leaves the previous checkpoint intact.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+from pathlib import Path
+
+import numpy as np
+import torch
+
+
+def rng_state() -> dict:
+    """Every RNG a training step may draw from."""
+    state = {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict) -> None:
+    torch.set_rng_state(state["torch"])
+    np.random.set_state(state["numpy"])
+    random.setstate(state["python"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def save_checkpoint(out: Path, step: int, model, optimizer, scheduler, extra: dict, keep: int = 2) -> Path:
+    """Write checkpoint ``step`` under ``out/checkpoints`` atomically; keep the newest ``keep``."""
+    root = out / "checkpoints"
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / f"step-{step:07d}"
+    tmp = root / f".tmp-step-{step:07d}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    model.save_pretrained(tmp / "model")
+    torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+    torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
+    torch.save({"step": step, "rng": rng_state(), **extra}, tmp / "state.pt")
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(tmp, final)
+    pointer = root / ".latest.tmp"
+    pointer.write_text(final.name + "\n")
+    os.replace(pointer, root / "latest")
+    old = sorted(p for p in root.glob("step-*") if p.is_dir())
+    for p in old[:-keep] if keep > 0 else []:
+        shutil.rmtree(p, ignore_errors=True)
+    return final
+
+
+def latest_checkpoint(out: Path) -> Path | None:
+    """The newest complete checkpoint folder of a run, or None."""
+    root = out / "checkpoints"
+    for p in root.glob(".tmp-step-*"):  # leftovers of a run killed while writing
+        shutil.rmtree(p, ignore_errors=True)
+    pointer = root / "latest"
+    if pointer.is_file():
+        path = root / pointer.read_text().strip()
+        if (path / "state.pt").is_file():
+            return path
+    done = sorted(p for p in root.glob("step-*") if (p / "state.pt").is_file())
+    return done[-1] if done else None
+
+
+def load_state(path: Path) -> dict:
+    """``state.pt`` of a checkpoint (tensors, numbers and RNG states only)."""
+    return torch.load(path / "state.pt", weights_only=False)

@@ -1,0 +1,122 @@
+"""Typed run configuration: nested dataclasses loaded from YAML, with ``--key.sub=value`` overrides.
+
+Every field has a type and a docstring where it is declared; unknown keys and values of the wrong type are
+errors that name the key, so a typo never silently falls back to a default.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+T = TypeVar("T")
+
+
+def _coerce(value: Any, tp: Any, key: str) -> Any:
+    """Check/convert one value to the annotated type ``tp``."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if value is None:
+            return None
+        return _coerce(value, args[0], key)
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, dict):
+            raise TypeError(f"{key}: expected a mapping, got {value!r}")
+        return from_dict(tp, value, prefix=f"{key}.")
+    if origin in (list, tuple):
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, (list, tuple)):
+            raise TypeError(f"{key}: expected a list, got {value!r}")
+        args = typing.get_args(tp)
+        if origin is tuple and args and args[-1] is not Ellipsis:
+            if len(value) != len(args):
+                raise TypeError(f"{key}: expected {len(args)} values, got {len(value)}")
+            return tuple(_coerce(v, a, key) for v, a in zip(value, args))
+        inner = args[0] if args else Any
+        items = [_coerce(v, inner, key) for v in value]
+        return tuple(items) if origin is tuple else items
+    if tp is Any:
+        return value
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        raise TypeError(f"{key}: expected true/false, got {value!r}")
+    if tp is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if tp is int and isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if tp is str and isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        return str(value)
+    raise TypeError(f"{key}: expected {getattr(tp, '__name__', tp)}, got {value!r}")
+
+
+def from_dict(cls: type[T], data: dict, prefix: str = "") -> T:
+    """Build dataclass ``cls`` from a (nested) mapping, checking keys and types."""
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise KeyError(
+            f"unknown config key(s) {', '.join(prefix + u for u in unknown)}; "
+            f"known: {', '.join(prefix + n for n in sorted(names))}"
+        )
+    kwargs = {k: _coerce(v, hints[k], prefix + k) for k, v in data.items()}
+    return cls(**kwargs)
+
+
+def parse_overrides(args: list[str]) -> dict:
+    """``["--a.b=1", "--c=x"]`` → ``{"a": {"b": 1}, "c": "x"}`` (values parsed as YAML scalars/lists)."""
+    out: dict = {}
+    for arg in args:
+        if not arg.startswith("--") or "=" not in arg:
+            raise ValueError(f"override {arg!r} must look like --key.sub=value")
+        key, raw = arg[2:].split("=", 1)
+        node = out
+        parts = key.split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = yaml.safe_load(raw) if raw != "" else ""
+    return out
+
+
+def merge(base: dict, extra: dict) -> dict:
+    """Recursive dict merge, ``extra`` winning."""
+    out = dict(base)
+    for k, v in extra.items():
+        out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def load_config(cls: type[T], path: str | Path | None, overrides: list[str] = ()) -> T:
+    """Load ``cls`` from a YAML file (or its defaults when ``path`` is None) plus overrides."""
+    data: dict = {}
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"config file {path} not found")
+        data = yaml.safe_load(path.read_text()) or {}
+        if not isinstance(data, dict):
+            raise TypeError(f"{path}: the top level must be a mapping")
+    return from_dict(cls, merge(data, parse_overrides(list(overrides))))
+
+
+def to_dict(config: Any) -> dict:
+    """A dataclass as plain YAML/JSON-able data."""
+
+    def plain(v: Any) -> Any:
+        if isinstance(v, tuple):
+            return [plain(x) for x in v]
+        if isinstance(v, list):
+            return [plain(x) for x in v]
+        if isinstance(v, dict):
+            return {k: plain(x) for k, x in v.items()}
+        return v
+
+    return plain(dataclasses.asdict(config))
