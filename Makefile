@@ -1,6 +1,7 @@
 # make setup : build .venv (torch 2.13.0 CPU first, then the project with its extras)
 # make test  : lint + the test suite (runs setup when needed)
-# make demo  : a short optimizer example
+# make demo  : Document-JEPA end to end (data, pre-training, fine-tuning, evaluation, report; ~15 min)
+# make demo-rsngd : a short optimizer example (about 1 minute)
 # make bench : the optimizer benchmark on the cpu preset (Shakespeare; about 15 minutes)
 PYTHON ?= python3
 VENV   := .venv
@@ -8,7 +9,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PIP    := $(BIN)/python -m pip install -q --disable-pip-version-check -c constraints.txt
 
-.PHONY: setup test lint demo bench clean
+.PHONY: setup test lint demo demo-rsngd bench clean
 
 setup: $(STAMP)
 
@@ -31,6 +32,9 @@ test: lint
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 OMP_NUM_THREADS=2 $(BIN)/python -m pytest -q
 
 demo: setup
+	HF_HUB_OFFLINE=1 $(BIN)/docjepa demo --out runs/demo
+
+demo-rsngd: setup
 	HF_HUB_OFFLINE=1 $(BIN)/rsngd demo
 
 bench: setup

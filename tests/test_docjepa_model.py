@@ -198,7 +198,7 @@ def test_every_loss_is_finite_and_falls_when_overfitting_one_batch(batch):
     model.train()
     opt = torch.optim.AdamW(model.trainable_parameters(), lr=2e-3)
     history = []
-    for _ in range(25):
+    for _ in range(40):
         losses = model(b)
         assert all(torch.isfinite(v) for v in losses.values())
         history.append({k: float(v) for k, v in losses.items()})
@@ -234,3 +234,17 @@ def test_save_pretrained_round_trip(batch, tmp_path):
     backbone = DocJepaModel.from_pretrained(tmp_path / "m")
     for k, v in backbone.state_dict().items():
         assert torch.equal(v, model.state_dict()["backbone." + k]), k
+
+
+def test_size_presets():
+    from docjepa.modeling import PRESETS
+    from docjepa.modeling.image_encoder import check_hiera_config
+
+    expect = {"tiny": (256, 16, 128), "small": (512, 16, 256), "base": (1024, 32, 256)}
+    for preset in PRESETS:
+        cfg = build_config(preset, vocab_size=1000)
+        check_hiera_config(cfg.hiera())  # one last-stage token per mask unit
+        assert (cfg.image_size, cfg.unit_grid, cfg.mask_size) == expect[preset]
+        assert cfg.bert().vocab_size == 1000 and cfg.clip["vocab_size"] == 1000
+    with pytest.raises(ValueError, match="unknown model preset"):
+        build_config("huge", vocab_size=10)

@@ -8,7 +8,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-OVERRIDABLE = ("pretrain",)  # commands taking --key.sub=value config overrides
+OVERRIDABLE = ("pretrain", "pretrain-clip", "finetune")  # commands taking --key.sub=value config overrides
 
 
 def cmd_generate(args: argparse.Namespace) -> None:
@@ -112,6 +112,66 @@ def cmd_pretrain(args: argparse.Namespace) -> None:
     print(json.dumps({"out": str(args.out), **last}, indent=1))
 
 
+def _train_command(kind: str):
+    def run(args: argparse.Namespace) -> None:
+        import logging
+
+        from .train.config import load_config
+
+        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+        if kind == "finetune":
+            from .train.finetune import FinetuneConfig as Config
+            from .train.finetune import finetune as train
+        else:
+            from .train.clip import ClipConfig as Config
+            from .train.clip import pretrain_clip as train
+        cfg = load_config(Config, args.config, args.overrides)
+        last = train(cfg, args.out, resume=args.resume, progress=not args.no_progress)
+        print(json.dumps({"out": str(args.out), **last}, indent=1))
+
+    return run
+
+
+def cmd_evaluate(args: argparse.Namespace) -> None:
+    from .data.split import SplitConfig
+    from .eval.evaluate import evaluate
+    from .predictor import DocumentPredictor
+
+    predictor = DocumentPredictor.from_pretrained(args.checkpoint, device=args.device)
+    split = SplitConfig(layouts=args.heldout_layouts, template_modulus=args.template_modulus)
+    result = evaluate(predictor, args.data, split, part=args.split, limit=args.limit, progress=not args.no_progress)
+    text = json.dumps(result, indent=1)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text + "\n")
+    print(text)
+
+
+def cmd_predict(args: argparse.Namespace) -> None:
+    from .predict import predict_file
+
+    result = predict_file(
+        args.checkpoint,
+        args.question,
+        args.out,
+        image=args.image,
+        pdf=args.pdf,
+        page=args.page,
+        dpi=args.dpi,
+        lang=args.lang,
+        device=args.device,
+        multimask=args.multimask,
+    )
+    print(json.dumps(result, indent=1))
+
+
+def cmd_demo(args: argparse.Namespace) -> None:
+    from .demo import DemoConfig, run_demo
+
+    cfg = DemoConfig.quick() if args.quick else DemoConfig()
+    run_demo(cfg, args.out, progress=not args.no_progress)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from .data.synth.layouts import LAYOUTS
 
@@ -174,6 +234,56 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=cmd_pretrain)
+    for kind, helptext, default in (
+        (
+            "pretrain-clip",
+            "CLIP-style pre-training of the question tower on document regions",
+            "configs/clip/tiny.yaml",
+        ),
+        ("finetune", "fine-tune promptable segmentation (question → mask)", "configs/finetune/tiny.yaml"),
+    ):
+        f = sub.add_parser(
+            kind, help=helptext, epilog="Any config field can be overridden as --key.sub=value, e.g. --run.steps=50."
+        )
+        f.add_argument("--config", type=Path, default=None, help=f"YAML file (e.g. {default})")
+        f.add_argument("--out", type=Path, required=True, help="run folder (checkpoints, metrics, TensorBoard)")
+        f.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
+        f.add_argument("--no-progress", action="store_true")
+        f.set_defaults(func=_train_command(kind))
+    e = sub.add_parser("evaluate", help="mIoU / gIoU / cIoU of a model and of the OCR-matching baseline")
+    e.add_argument("--checkpoint", type=Path, required=True, help="fine-tuning run, checkpoint or model folder")
+    e.add_argument("--data", type=Path, nargs="+", required=True, help="dataset folder(s)")
+    e.add_argument(
+        "--split",
+        choices=["heldout", "train", "all"],
+        default="heldout",
+        help="which questions: held-out layouts/templates (default), the training kind, or all",
+    )
+    e.add_argument("--heldout-layouts", nargs="*", default=["receipt"])
+    e.add_argument("--template-modulus", type=int, default=4)
+    e.add_argument("--limit", type=int, default=None, help="at most this many questions")
+    e.add_argument("--out", type=Path, default=None, help="also write the JSON here")
+    e.add_argument("--device", default=None)
+    e.add_argument("--no-progress", action="store_true")
+    e.set_defaults(func=cmd_evaluate)
+    r = sub.add_parser("predict", help="mask of the region answering a question, on an image or a PDF page")
+    r.add_argument("--checkpoint", type=Path, required=True)
+    src = r.add_mutually_exclusive_group(required=True)
+    src.add_argument("--image", type=Path, help="an image (words by OCR)")
+    src.add_argument("--pdf", type=Path, help="a PDF (words from its text layer, OCR when it has none)")
+    r.add_argument("--page", type=int, default=1, help="PDF page, from 1")
+    r.add_argument("--question", required=True)
+    r.add_argument("--out", type=Path, required=True, help="output prefix: PREFIX.mask.png, .overlay.png, .json")
+    r.add_argument("--dpi", type=int, default=150)
+    r.add_argument("--lang", default="eng")
+    r.add_argument("--multimask", action="store_true", help="also write the two other candidate masks")
+    r.add_argument("--device", default=None)
+    r.set_defaults(func=cmd_predict)
+    d = sub.add_parser("demo", help="generate data, pre-train, fine-tune, evaluate, write an HTML report")
+    d.add_argument("--out", type=Path, default=Path("runs/demo"))
+    d.add_argument("--quick", action="store_true", help="a handful of steps (for tests)")
+    d.add_argument("--no-progress", action="store_true")
+    d.set_defaults(func=cmd_demo)
     return ap
 
 

@@ -60,7 +60,7 @@ class DocumentCollator:
         return out, valid
 
     def __call__(self, items: Sequence[tuple[Page, int | None]]) -> dict:
-        images, ids, boxes, masks, valid, questions, qtypes = [], [], [], [], [], [], []
+        images, ids, boxes, word_ids, masks, valid, questions, qtypes = [], [], [], [], [], [], [], []
         for page, question in items:
             x, s = self._image(page)
             images.append(x)
@@ -70,6 +70,7 @@ class DocumentCollator:
                                  self.cfg.max_tokens)
             ids.append(enc["input_ids"])
             boxes.append(enc["bbox"])
+            word_ids.append([-1 if w is None or not page.words else w for w in enc["word_ids"]])
             if question is None:
                 masks.append(torch.zeros(self.cfg.max_answers, self.cfg.mask_size, self.cfg.mask_size))
                 valid.append(torch.zeros(self.cfg.max_answers, dtype=torch.bool))
@@ -86,15 +87,18 @@ class DocumentCollator:
         input_ids = torch.full((len(items), length), pad, dtype=torch.long)
         attention = torch.zeros((len(items), length), dtype=torch.long)
         bbox = torch.zeros((len(items), length, 4), dtype=torch.long)
-        for i, (t, b) in enumerate(zip(ids, boxes)):
+        word_index = torch.full((len(items), length), -1, dtype=torch.long)
+        for i, (t, b, w) in enumerate(zip(ids, boxes, word_ids)):
             input_ids[i, : len(t)] = torch.tensor(t)
             attention[i, : len(t)] = 1
             bbox[i, : len(t)] = torch.tensor(b)
+            word_index[i, : len(t)] = torch.tensor(w)
         return {
             "pixel_values": torch.stack(images),  # (B, 3, S, S)
             "input_ids": input_ids,  # (B, L)
             "attention_mask": attention,  # (B, L)
             "bbox": bbox,  # (B, L, 4), 0…1000 of the square input
+            "word_index": word_index,  # (B, L) index of each token's word in page.words, −1 for special tokens
             "masks": torch.stack(masks),  # (B, A, M, M)
             "answer_valid": torch.stack(valid),  # (B, A)
             "questions": questions,

@@ -3,6 +3,8 @@
 * I-JEPA multi-block masks on Hiera's mask-unit grid: ``targets`` blocks (scale 0.15–0.2 of the grid, aspect
   0.75–1.5, one size per batch as in I-JEPA) and one context block (scale 0.85–1.0, square) with the targets
   removed; every context is cut to the batch's smallest so the encoder sees the same number of units per row.
+  Each target block is the best of ``target_tries`` random positions by ink covered: pages are mostly blank
+  paper, whose features are trivially predictable, so targets are steered onto content.
 * MLM: transformers' ``DataCollatorForLanguageModeling`` (15 %, 80/10/10) applied to the token ids in place,
   so each token keeps its box.
 * D-JEPA: (a) the target block holding the most words is the *image region* whose target embedding is
@@ -42,6 +44,9 @@ class MaskConfig:
     """Range of the context block's area, as a fraction of the grid."""
     min_context: int = 4
     """Fewest visible units a context may have; blocks are re-drawn until it does."""
+    target_tries: int = 8
+    """Candidate positions per target block; the one covering the most ink wins (1 = uniform, as I-JEPA).
+    Pages are mostly blank paper, whose features are trivial to predict; this keeps targets on content."""
     mlm_probability: float = 0.15
     """Fraction of text tokens chosen for MLM."""
     max_djepa_tokens: int = 64
@@ -74,8 +79,20 @@ class MultiBlockMasker:
         w = max(1, min(g - 1, round(math.sqrt(s * g * g / a))))
         return h, w
 
-    def __call__(self, batch: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, tuple[int, int]]:
-        """Returns keep (B, U) bool, targets (B, T, U) bool, and the target block size (h, w)."""
+    def _target(self, gen: torch.Generator, h: int, w: int, ink: torch.Tensor | None) -> torch.Tensor:
+        best, best_ink = None, -1.0
+        for _ in range(self.cfg.target_tries if ink is not None else 1):
+            blk = _block(gen, self.cfg.grid, h, w).flatten()
+            amount = float(ink[blk].sum()) if ink is not None else 0.0
+            if amount > best_ink:
+                best, best_ink = blk, amount
+        return best
+
+    def __call__(self, batch: int, gen: torch.Generator,
+                 ink: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, tuple[int, int]]:
+        """Returns keep (B, U) bool, targets (B, T, U) bool, and the target block size (h, w).
+
+        ``ink`` (B, U), the fraction of dark pixels per unit, steers target blocks towards content."""
         g, n_t = self.cfg.grid, self.cfg.targets
         th, tw = self.block_size(gen, self.cfg.target_scale, self.cfg.target_aspect)
         ch, cw = self.block_size(gen, self.cfg.context_scale, (1.0, 1.0))
@@ -83,7 +100,7 @@ class MultiBlockMasker:
         contexts = []
         for b in range(batch):
             for _ in range(20):
-                tb = torch.stack([_block(gen, g, th, tw).flatten() for _ in range(n_t)])
+                tb = torch.stack([self._target(gen, th, tw, None if ink is None else ink[b]) for _ in range(n_t)])
                 ctx = _block(gen, g, ch, cw).flatten() & ~tb.any(0)
                 if int(ctx.sum()) >= self.cfg.min_context:
                     break
@@ -122,7 +139,9 @@ class PretrainCollator:
         for key in ("masks", "answer_valid", "questions", "question_types"):
             batch.pop(key)
         b, length = batch["input_ids"].shape
-        keep, targets, _ = self.masker(b, gen)
+        gray = batch["pixel_values"].mean(1, keepdim=True)  # (B, 1, S, S) in −1…1
+        ink = torch.nn.functional.adaptive_avg_pool2d((gray < 0).float(), self.cfg.grid).flatten(1)  # (B, U)
+        keep, targets, _ = self.masker(b, gen, ink)
         g = self.cfg.grid
         units = token_units(batch["bbox"], g)  # (B, L)
         real = batch["attention_mask"].bool()

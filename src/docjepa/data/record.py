@@ -43,6 +43,8 @@ class Question:
     text: str
     qtype: str
     answers: list[Answer]
+    template: str = ""
+    """The unformatted template the text came from (synthetic data), for held-out-template evaluation."""
 
 
 @dataclass
@@ -84,7 +86,7 @@ class Page:
             "layout": self.layout,
             "words": [{"text": w.text, "box": list(w.box)} for w in self.words],
             "questions": [
-                {"text": q.text, "qtype": q.qtype,
+                {"text": q.text, "qtype": q.qtype, "template": q.template,
                  "answers": [{"regions": a.regions, "text": a.text, "word_ids": a.word_ids} for a in q.answers]}
                 for q in self.questions
             ],
@@ -103,7 +105,8 @@ class Page:
             words=[Word(w["text"], tuple(w["box"])) for w in row["words"]],
             questions=[
                 Question(q["text"], q["qtype"],
-                         [Answer([list(r) for r in a["regions"]], a["text"], list(a["word_ids"])) for a in q["answers"]])
+                         [Answer([list(r) for r in a["regions"]], a["text"], list(a["word_ids"])) for a in q["answers"]],
+                         q.get("template") or "")
                 for q in row["questions"]
             ],
         )

@@ -19,7 +19,8 @@ from .record import Page
 
 _ANSWER = pa.struct([("regions", pa.list_(pa.list_(pa.float32()))), ("text", pa.string()),
                      ("word_ids", pa.list_(pa.int32()))])
-_QUESTION = pa.struct([("text", pa.string()), ("qtype", pa.string()), ("answers", pa.list_(_ANSWER))])
+_QUESTION = pa.struct([("text", pa.string()), ("qtype", pa.string()), ("answers", pa.list_(_ANSWER)),
+                       ("template", pa.string())])
 _WORD = pa.struct([("text", pa.string()), ("box", pa.list_(pa.float32(), 4))])
 SCHEMA = pa.schema([
     ("doc_id", pa.string()), ("page", pa.int32()), ("width", pa.int32()), ("height", pa.int32()),

@@ -30,6 +30,16 @@ _PRESETS: dict[str, dict] = {
         predictor_layers=2,
         predictor_heads=4,
         djepa_layers=1,
+        clip=dict(
+            hidden_size=128,
+            intermediate_size=512,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            max_position_embeddings=32,
+        ),
+        decoder_heads=4,
+        mask_scale=2,  # 128-px masks for a 256-px input
+        decoder_mlp_dim=512,
     ),
     # 512 px, a wider tiny: for a quick GPU run or a long CPU one.
     "small": dict(
@@ -55,6 +65,16 @@ _PRESETS: dict[str, dict] = {
         predictor_layers=4,
         predictor_heads=6,
         djepa_layers=2,
+        clip=dict(
+            hidden_size=256,
+            intermediate_size=1024,
+            num_hidden_layers=4,
+            num_attention_heads=4,
+            max_position_embeddings=32,
+        ),
+        decoder_heads=8,
+        mask_scale=2,
+        decoder_mlp_dim=1024,
     ),
     # Hiera-B at 1024×1024 (mask units of 32 px, a 32×32 unit grid), BERT-base, 256-d image embedding.
     "base": dict(
@@ -80,17 +100,32 @@ _PRESETS: dict[str, dict] = {
         predictor_layers=6,
         predictor_heads=12,
         djepa_layers=2,
+        clip=dict(
+            hidden_size=512,
+            intermediate_size=2048,
+            num_hidden_layers=12,
+            num_attention_heads=8,
+            max_position_embeddings=77,
+        ),
+        decoder_heads=8,
+        decoder_mlp_dim=2048,
     ),
 }
 
 PRESETS = tuple(_PRESETS)
 
 
-def build_config(preset: str, vocab_size: int, **overrides) -> DocJepaConfig:
-    """The configuration of a preset with the tokenizer's vocabulary size (and any top-level overrides)."""
+def build_config(preset: str, vocab_size: int, special_ids: dict | None = None, **overrides) -> DocJepaConfig:
+    """The configuration of a preset with the tokenizer's vocabulary size (and any top-level overrides).
+
+    ``special_ids`` (``pad_token_id``, ``bos_token_id``, ``eos_token_id``) tell the CLIP question encoder which
+    token ends a question; its pooled output is read there. Default: the ids of this package's tokenizers.
+    """
     if preset not in _PRESETS:
         raise ValueError(f"unknown model preset {preset!r}; choose one of {', '.join(PRESETS)}")
     spec = {k: (dict(v) if isinstance(v, dict) else v) for k, v in _PRESETS[preset].items()}
     spec["text"]["vocab_size"] = vocab_size
+    spec["clip"]["vocab_size"] = vocab_size
+    spec["clip"].update(special_ids or {"pad_token_id": 0, "bos_token_id": 2, "eos_token_id": 3})
     spec.update(overrides)
     return DocJepaConfig(**spec)

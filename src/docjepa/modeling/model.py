@@ -34,6 +34,12 @@ class DocJepaConfig(PretrainedConfig):
         predictor_heads: int = 12,
         djepa_layers: int = 2,
         mim_patch: int = 16,
+        clip: dict | None = None,
+        decoder_heads: int = 8,
+        decoder_mlp_dim: int = 2048,
+        decoder_layers: int = 2,
+        mask_outputs: int = 3,
+        mask_scale: int = 1,
         **kwargs,
     ) -> None:
         self.image = dict(image or {})
@@ -48,7 +54,21 @@ class DocJepaConfig(PretrainedConfig):
         self.predictor_heads = predictor_heads
         self.djepa_layers = djepa_layers
         self.mim_patch = mim_patch
+        self.clip = dict(clip or {})
+        """CLIPTextConfig keyword arguments of the question encoder."""
+        self.decoder_heads = decoder_heads
+        self.decoder_mlp_dim = decoder_mlp_dim
+        self.decoder_layers = decoder_layers
+        self.mask_outputs = mask_outputs
+        self.mask_scale = mask_scale
+        """Masks are 4 · mask_scale × the embedding grid (SAM: 4, i.e. 256 px for a 1024-px input)."""
+
         super().__init__(**kwargs)
+
+    @property
+    def mask_size(self) -> int:
+        """Side of the decoder's output masks."""
+        return self.image_size // 16 * 4 * self.mask_scale
 
     def hiera(self) -> HieraConfig:
         return HieraConfig(**self.image)
@@ -83,6 +103,7 @@ class DocJepaPreTrainedModel(PreTrainedModel):
     config_class = DocJepaConfig
     base_model_prefix = "backbone"
     main_input_name = "pixel_values"
+    _supports_sdpa = True  # lets transformers set the attention implementation of the SAM decoder's config
 
     def _init_weights(self, module: nn.Module) -> None:
         if isinstance(module, nn.Linear):

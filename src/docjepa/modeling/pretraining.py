@@ -77,7 +77,8 @@ class DocJepaForPretraining(DocJepaPreTrainedModel):
         ema_update(self.target_encoder, self.backbone.image_encoder.hiera, momentum)
 
     def forward(self, batch: dict, weights: LossWeights | None = None) -> dict[str, Tensor]:
-        """Returns each switched-on loss and their weighted sum under ``"loss"`` (default: every weight 1)."""
+        """Returns each switched-on loss, their weighted sum under ``"loss"`` (default: every weight 1), and
+        ``"target_std"``, the spread of the target features across positions (a collapse monitor, not a loss)."""
         weights = weights or LossWeights()
         keep = batch["context_keep"]  # (B, U)
         b, u = keep.shape
@@ -117,4 +118,6 @@ class DocJepaForPretraining(DocJepaPreTrainedModel):
                 losses["djepa_text"] = l_txt
         total = sum(getattr(weights, k) * v for k, v in losses.items())
         losses["loss"] = total
+        if targets is not None:  # collapse monitor: spread of the target features across positions (0 = collapsed)
+            losses["target_std"] = targets.float().std(dim=1).mean().detach()
         return losses

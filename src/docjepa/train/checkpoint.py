@@ -33,8 +33,13 @@ def set_rng_state(state: dict) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def save_checkpoint(out: Path, step: int, model, optimizer, scheduler, extra: dict, keep: int = 2) -> Path:
-    """Write checkpoint ``step`` under ``out/checkpoints`` atomically; keep the newest ``keep``."""
+def save_checkpoint(
+    out: Path, step: int, model, optimizer, scheduler, extra: dict, keep: int = 2, save_extra=None
+) -> Path:
+    """Write checkpoint ``step`` under ``out/checkpoints`` atomically; keep the newest ``keep``.
+
+    ``save_extra(model_dir)`` may add files (tokenizers) to the model folder, making it self-contained.
+    """
     root = out / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"step-{step:07d}"
@@ -42,6 +47,8 @@ def save_checkpoint(out: Path, step: int, model, optimizer, scheduler, extra: di
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     model.save_pretrained(tmp / "model")
+    if save_extra is not None:
+        save_extra(tmp / "model")
     torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
     torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
     torch.save({"step": step, "rng": rng_state(), **extra}, tmp / "state.pt")
@@ -69,6 +76,19 @@ def latest_checkpoint(out: Path) -> Path | None:
             return path
     done = sorted(p for p in root.glob("step-*") if (p / "state.pt").is_file())
     return done[-1] if done else None
+
+
+def resolve_model_dir(path: str | Path) -> Path:
+    """A model folder from a run folder (its latest checkpoint), a checkpoint folder, or a model folder."""
+    path = Path(path)
+    if (path / "config.json").is_file():
+        return path
+    if (path / "model" / "config.json").is_file():
+        return path / "model"
+    ckpt = latest_checkpoint(path) if (path / "checkpoints").is_dir() else None
+    if ckpt is not None:
+        return ckpt / "model"
+    raise FileNotFoundError(f"no model at {path} (expected a run, checkpoint or model folder)")
 
 
 def load_state(path: Path) -> dict:

@@ -26,33 +26,39 @@ class PositionSampler(torch.utils.data.Sampler[int]):
 
 
 class EpochDataset(torch.utils.data.Dataset):
-    """Position p → (p, page): each epoch is a fresh seeded permutation of the pages.
+    """Position p → (p, item): each epoch is a fresh seeded permutation of the items.
 
-    A record that fails to decode is logged and returned as ``None`` (the collate function drops it), so one
-    bad row never stops a run.
+    Items are the pages, or (with ``pairs``) (page, question index) pairs. A record that fails to decode is
+    logged and returned as ``None`` (the collate functions drop it), so one bad row never stops a run.
     """
 
-    def __init__(self, pages: DocumentDataset, seed: int) -> None:
-        self.pages, self.seed = pages, seed
+    def __init__(self, pages: DocumentDataset, seed: int, pairs: list[tuple[int, int]] | None = None) -> None:
+        self.pages, self.seed, self.pairs = pages, seed, pairs
+        if pairs is not None and not pairs:
+            raise ValueError("no (page, question) pairs to train on")
         self._perm: tuple[int, torch.Tensor] | None = None
 
     def __len__(self) -> int:
-        return len(self.pages)
+        return len(self.pages) if self.pairs is None else len(self.pairs)
 
     def index(self, position: int) -> int:
-        epoch, offset = divmod(position, len(self.pages))
+        epoch, offset = divmod(position, len(self))
         if self._perm is None or self._perm[0] != epoch:
             gen = torch.Generator().manual_seed(self.seed * 7919 + epoch)
-            self._perm = (epoch, torch.randperm(len(self.pages), generator=gen))
+            self._perm = (epoch, torch.randperm(len(self), generator=gen))
         return int(self._perm[1][offset])
 
     def __getitem__(self, position: int):
         i = self.index(position)
+        page_index = i if self.pairs is None else self.pairs[i][0]
         try:
-            return position, self.pages[i]
+            page = self.pages[page_index]
         except Exception as e:
-            log.warning("skipping unreadable page %d (sample position %d): %s: %s", i, position, type(e).__name__, e)
+            log.warning(
+                "skipping unreadable page %d (sample position %d): %s: %s", page_index, position, type(e).__name__, e
+            )
             return position, None
+        return position, (page if self.pairs is None else (page, self.pairs[i][1]))
 
 
 def make_loader(dataset: EpochDataset, collate, batch_size: int, start: int, workers: int):

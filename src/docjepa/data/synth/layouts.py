@@ -30,7 +30,8 @@ class Asker:
 
     def ask(self, templates: list[str], qtype: str, *answers: Answer, **fmt: str) -> None:
         if answers and all(a.word_ids or a.regions for a in answers):
-            self.questions.append(Question(self.rng.choice(templates).format(**fmt), qtype, list(answers)))
+            template = self.rng.choice(templates)
+            self.questions.append(Question(template.format(**fmt), qtype, list(answers), template))
 
 
 def _date(fake: Faker, rng: random.Random) -> str:

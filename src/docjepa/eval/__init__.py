@@ -1,0 +1,1 @@
+"""Evaluation of promptable segmentation: metrics, the OCR-matching baseline, the ``evaluate`` command."""

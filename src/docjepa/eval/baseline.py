@@ -1,0 +1,83 @@
+"""A non-learned baseline: match the question's words against the OCR, return the nearest value region.
+
+1. The question's content words (stop words such as "what", "is", "the", "where" removed) are compared with
+   every OCR word (case-folded; equal, or sharing a prefix of at least 4 letters, or difflib ratio ≥ 0.8).
+2. The key is the run of up to 4 consecutive words on one line with the highest total match.
+3. The label runs on over close words until one ends with ":". The answer is the value next to it: the
+   nearest word to its right on the same line and those following it (up to a gap wider than three word
+   heights); if there are none, the words of the next line below that overlap it
+   horizontally. Its box is the union of those words.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+from ..data.lexical import content_words, normalise
+from ..data.record import Word
+
+
+def _similar(a: str, b: str) -> float:
+    if a == b:
+        return 1.0
+    if len(a) >= 4 and len(b) >= 4 and a[:4] == b[:4]:
+        return 0.9
+    r = difflib.SequenceMatcher(None, a, b).ratio()
+    return r if r >= 0.8 else 0.0
+
+
+def _same_line(a: Word, b: Word) -> bool:
+    ca, cb = (a.box[1] + a.box[3]) / 2, (b.box[1] + b.box[3]) / 2
+    h = max(a.box[3] - a.box[1], b.box[3] - b.box[1], 1.0)
+    return abs(ca - cb) < 0.5 * h
+
+
+def baseline_box(question: str, words: list[Word]) -> tuple[float, float, float, float] | None:
+    """The baseline's answer box in page pixels, or None when nothing in the question matches the page."""
+    terms = content_words(question)
+    if not terms or not words:
+        return None
+    norm = [normalise(w.text) for w in words]
+    score = [max((_similar(n, t) for t in terms), default=0.0) if n else 0.0 for n in norm]
+    best, key = 0.0, None
+    for i in range(len(words)):
+        total = 0.0
+        for j in range(i, min(i + 4, len(words))):
+            if j > i and not _same_line(words[j - 1], words[j]):
+                break
+            total += score[j]
+            if score[j] > 0 and total > best:
+                best, key = total, (i, j)
+    if key is None:
+        return None
+    i, j = key
+    anchor = words[j]
+    height = max(anchor.box[3] - anchor.box[1], 1.0)
+    right = sorted(
+        (w for w in words if _same_line(anchor, w) and w.box[0] >= anchor.box[2] - 1), key=lambda w: w.box[0]
+    )
+    # The label goes on over close words until one ends with ':' ("Invoice no.: INV-1" → "no.:" is label).
+    k = 0
+    while k < len(right) and not anchor.text.endswith(":") and right[k].box[0] - anchor.box[2] < 0.8 * height:
+        anchor = right[k]
+        k += 1
+    value, edge = [], anchor.box[2]
+    for w in right[k:]:
+        if value and w.box[0] - edge > 3 * height:  # the first word right of the label is taken however far
+            break
+        value.append(w)
+        edge = w.box[2]
+    if not value:
+        x0, x1 = min(w.box[0] for w in words[i : j + 1]), anchor.box[2]
+        below = [w for w in words if w.box[1] > anchor.box[3] - 1 and w.box[0] < x1 + 3 * height and w.box[2] > x0]
+        if below:
+            top = min(w.box[1] for w in below)
+            value = [w for w in below if w.box[1] < top + height]
+    if not value:
+        return None
+    return (
+        min(w.box[0] for w in value),
+        min(w.box[1] for w in value),
+        max(w.box[2] for w in value),
+        max(w.box[3] for w in value),
+    )

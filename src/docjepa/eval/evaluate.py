@@ -1,0 +1,103 @@
+"""``docjepa evaluate``: the model against the OCR-matching baseline, per question type, on held-out data."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from ..data.record import Page, box_polygon, rasterize
+from ..data.shards import DocumentDataset
+from ..data.split import SplitConfig, question_pairs
+from .baseline import baseline_box
+from .metrics import Scores, best_answer
+
+
+def answer_masks(page: Page, question: int, scale: float, size: int) -> list[np.ndarray]:
+    """Every answer of a question as a boolean (size, size) mask in the square frame (page × scale)."""
+    h, w = max(1, round(page.height * scale)), max(1, round(page.width * scale))
+    out = []
+    for answer in page.questions[question].answers:
+        m = np.zeros((size, size), dtype=bool)
+        r = rasterize(answer.regions, (page.height, page.width), (h, w))
+        m[: min(h, size), : min(w, size)] = r[:size, :size] > 0
+        out.append(m)
+    return out
+
+
+def box_mask(box, page: Page, scale: float, size: int) -> np.ndarray:
+    """A page-pixel box as a boolean (size, size) mask in the square frame, rasterised like the answers are
+    (the generator pads answer boxes by 2 px and fills them as polygons)."""
+    m = np.zeros((size, size), dtype=bool)
+    if box is not None:
+        h, w = max(1, round(page.height * scale)), max(1, round(page.width * scale))
+        padded = (box[0] - 2, box[1] - 2, box[2] + 2, box[3] + 2)
+        r = rasterize([box_polygon(padded)], (page.height, page.width), (h, w))
+        m[: min(h, size), : min(w, size)] = r[:size, :size]
+    return m
+
+
+def evaluate(
+    predictor,
+    roots: list[Path],
+    split: SplitConfig,
+    part: str = "heldout",
+    limit: int | None = None,
+    progress: bool = True,
+    keep_examples: int = 0,
+) -> dict:
+    """Scores of the model (its top-scored mask) and of the baseline on the ``part`` pairs of ``roots``.
+
+    With ``keep_examples`` > 0 the first few predictions are returned too (for the demo report).
+    """
+    pairs = question_pairs(roots, split, part)
+    if limit:
+        pairs = pairs[:limit]
+    if not pairs:
+        raise ValueError(f"no {part} questions in {', '.join(map(str, roots))}")
+    by_page: dict[int, list[int]] = defaultdict(list)
+    for p, q in pairs:
+        by_page[p].append(q)
+    pages = DocumentDataset(list(roots))
+    model, base = Scores(), Scores()
+    examples = []
+    bar = tqdm(total=len(pairs), desc=f"evaluate ({part})", disable=not progress, dynamic_ncols=True)
+    for p, questions in by_page.items():
+        page = pages[p]
+        predictor.set_page(page)
+        for q in questions:
+            question = page.questions[q]
+            logits, scores = predictor.predict_logits(question.text)
+            size = logits.shape[-1]
+            frame = predictor.scale * size / predictor.size  # page pixels → mask pixels
+            answers = answer_masks(page, q, frame, size)
+            pred = (logits[int(scores.argmax())] > 0).cpu().numpy()
+            model.add(question.qtype, *best_answer(pred, answers))
+            bmask = box_mask(baseline_box(question.text, page.words), page, frame, size)
+            base.add(question.qtype, *best_answer(bmask, answers))
+            if len(examples) < keep_examples:
+                examples.append(
+                    {
+                        "page": page,
+                        "question": question.text,
+                        "qtype": question.qtype,
+                        "pred": pred,
+                        "baseline": bmask,
+                        "truth": np.any(answers, axis=0),
+                        "frame": frame,
+                    }
+                )
+            bar.update(1)
+    bar.close()
+    result = {
+        "split": part,
+        "questions": len(pairs),
+        "pages": len(by_page),
+        "model": model.summary(),
+        "baseline": base.summary(),
+    }
+    if keep_examples:
+        result["examples"] = examples
+    return result

@@ -1,0 +1,262 @@
+"""SAM-style mask decoder (transformers' ``SamMaskDecoder``) and the SAM training loss.
+
+The decoder is the two-way transformer of SAM (token self-attention, token→image and image→token
+cross-attention; 2 blocks), two transposed convolutions that upsample the image embedding 4×, and an MLP
+hypernetwork per output token whose output is a dynamic linear classifier over the upsampled features. It
+returns 3 masks plus an IoU estimate for each (or 1 mask when ``multimask=False``). For documents, the OCR
+words' fused features are painted at the output resolution and added before the classifiers (see
+:class:`DocMaskDecoder`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from transformers.models.sam.configuration_sam import SamMaskDecoderConfig
+from transformers.models.sam.modeling_sam import SamMaskDecoder
+
+from .common import CrossBlock, SelfBlock
+
+
+class DocMaskDecoder(SamMaskDecoder):
+    """transformers' ``SamMaskDecoder`` with one addition: a high-resolution map (the page's words painted at the
+    output resolution, see :class:`LayoutPainter`) is added to the upscaled image embedding before the
+    hypernetwork's dynamic classifiers are applied, as SAM 2 adds high-resolution image features. When that map
+    is finer than SAM's 4× upscaling, the upscaled features are bilinearly resized to it first (small inputs
+    need masks finer than 4× the embedding grid to resolve a line of text). Every layer is SAM's; only
+    ``forward`` is re-stated to insert the sum."""
+
+    def forward(
+        self,
+        image_embeddings: Tensor,
+        image_positional_embeddings: Tensor,
+        sparse_prompt_embeddings: Tensor,
+        dense_prompt_embeddings: Tensor,
+        multimask_output: bool,
+        high_res: Tensor | None = None,
+        **kwargs,
+    ) -> tuple[Tensor, Tensor]:
+        b, c, h, w = image_embeddings.shape
+        p = sparse_prompt_embeddings.shape[1]
+        output_tokens = torch.cat([self.iou_token.weight, self.mask_tokens.weight], dim=0).repeat(b, p, 1, 1)
+        tokens = torch.cat((output_tokens, sparse_prompt_embeddings), dim=2).to(self.iou_token.weight.dtype)
+        image = (image_embeddings + dense_prompt_embeddings).repeat_interleave(p, 0)
+        pos = image_positional_embeddings.repeat_interleave(p, 0)
+        token_out, image = self.transformer(
+            point_embeddings=tokens, image_embeddings=image, image_positional_embeddings=pos, attention_similarity=None
+        )
+        iou_token_out = token_out[:, :, 0, :]
+        mask_tokens_out = token_out[:, :, 1 : 1 + self.num_mask_tokens, :]
+        image = image.transpose(2, 3).reshape(b * p, c, h, w)
+        up = self.activation(self.upscale_layer_norm(self.upscale_conv1(image)))
+        up = self.activation(self.upscale_conv2(up))  # (B·P, C/8, 4h, 4w)
+        if high_res is not None:
+            if high_res.shape[-1] != up.shape[-1]:  # a finer output grid: upsample SAM's features to it
+                up = F.interpolate(up, size=high_res.shape[-2:], mode="bilinear", align_corners=False)
+            up = up + high_res.repeat_interleave(p, 0)
+        hyper = torch.stack(
+            [mlp(mask_tokens_out[:, :, i, :]) for i, mlp in enumerate(self.output_hypernetworks_mlps)], dim=2
+        )  # (B, P, T, C/8)
+        _, cu, hu, wu = up.shape
+        masks = (hyper @ up.reshape(b, p, cu, hu * wu)).reshape(b, p, -1, hu, wu)
+        iou = self.iou_prediction_head(iou_token_out)
+        keep = slice(1, None) if multimask_output else slice(0, 1)
+        return masks[:, :, keep], iou[:, :, keep]
+
+
+def build_mask_decoder(dim: int, heads: int, mlp_dim: int, layers: int = 2, outputs: int = 3) -> DocMaskDecoder:
+    cfg = SamMaskDecoderConfig(
+        hidden_size=dim,
+        num_attention_heads=heads,
+        mlp_dim=mlp_dim,
+        num_hidden_layers=layers,
+        num_multimask_outputs=outputs,
+        iou_head_hidden_dim=dim,
+    )
+    return DocMaskDecoder(cfg)
+
+
+@dataclass
+class WordCover:
+    """Which mask pixels each token's box covers, stored sparsely as (sample, token, pixel) triples."""
+
+    sample: Tensor
+    """(P,) batch index of each triple."""
+    token: Tensor
+    """(P,) token index."""
+    pixel: Tensor
+    """(P,) pixel index in the flattened size × size mask."""
+    count: Tensor
+    """(B, size · size) tokens covering each pixel."""
+    size: int
+    """Side of the mask."""
+
+
+def word_cover(bbox: Tensor, attention_mask: Tensor, size: int) -> WordCover:
+    """The pixels of the square frame at ``size`` that each real token's box (0…1000) covers."""
+    coords = torch.arange(size, device=bbox.device)
+    lo = (bbox[..., :2].float() * size / 1000).floor().long()  # (B, L, 2) x0, y0
+    hi = torch.maximum((bbox[..., 2:].float() * size / 1000).ceil().long(), lo + 1)
+    real = (attention_mask > 0) & (bbox[..., 2] > bbox[..., 0]) & (bbox[..., 3] > bbox[..., 1])
+    in_x = (coords >= lo[..., 0, None]) & (coords < hi[..., 0, None]) & real[..., None]  # (B, L, size)
+    in_y = (coords >= lo[..., 1, None]) & (coords < hi[..., 1, None]) & real[..., None]
+    sample, token, row, col = (in_y[..., :, None] & in_x[..., None, :]).nonzero(as_tuple=True)
+    pixel = row * size + col
+    count = torch.zeros(bbox.shape[0], size * size, device=bbox.device)
+    count.index_put_((sample, pixel), torch.ones_like(pixel, dtype=count.dtype), accumulate=True)
+    return WordCover(sample=sample, token=token, pixel=pixel, count=count, size=size)
+
+
+def paint(feats: Tensor, cover: WordCover) -> Tensor:
+    """Token features (B, L, C) painted into their boxes → (B, C, size, size), averaged where boxes overlap."""
+    b, _, c = feats.shape
+    n = cover.size * cover.size
+    out = feats.new_zeros(b * n, c).index_add(0, cover.sample * n + cover.pixel, feats[cover.sample, cover.token])
+    out = out.view(b, n, c) / cover.count.clamp(min=1).unsqueeze(-1).to(feats.dtype)
+    return out.transpose(1, 2).reshape(b, c, cover.size, cover.size)
+
+
+class LayoutPainter(nn.Module):
+    """Paints each OCR token's fused feature (projected to ``out`` channels) into the pixels of its box at the
+    decoder's output resolution: a map that lets the decoder's per-pixel classifier follow word boundaries far
+    finer than the 1/16 image embedding."""
+
+    def __init__(self, dim: int, out: int) -> None:
+        super().__init__()
+        self.proj = nn.Sequential(nn.LayerNorm(dim), nn.Linear(dim, out))
+
+    def forward(self, text: Tensor, cover: WordCover) -> Tensor:
+        """text (B, L, D) → (B, out, S, S)."""
+        return paint(self.proj(text), cover)
+
+
+class WordDecoder(nn.Module):
+    """Question-conditioned reading of the page's words, painted into the decoder's high-resolution map.
+
+    The page's fused OCR tokens attend to each other (their 2-D layout is in them) and to the question: its
+    CLIP token states, and the same question embedded with the text encoder's own word table, so a question
+    word and the identical word on the page meet as identical vectors (the lexical match the OCR baseline
+    relies on, learned rather than hand-coded), plus an exact-match flag per page token (as DrQA's reader).
+    Each token gets an answer logit (trained on which tokens lie
+    inside the answer) and features that are painted into its box and added to SAM's upscaled embedding.
+    """
+
+    def __init__(self, dim: int, text_dim: int, out: int, layers: int, heads: int) -> None:
+        super().__init__()
+        self.lexical = nn.Linear(text_dim, dim)
+        self.match = nn.Embedding(2, dim)  # DrQA's exact-match feature: does this page token occur in the question?
+        self.self_blocks = nn.ModuleList(SelfBlock(dim, heads) for _ in range(layers))
+        self.cross_blocks = nn.ModuleList(CrossBlock(dim, heads) for _ in range(layers))
+        self.norm = nn.LayerNorm(dim)
+        self.logit = nn.Linear(dim, 1)
+        self.features = nn.Linear(dim, out)
+
+    def forward(
+        self,
+        words: Tensor,
+        attention_mask: Tensor,
+        question: Tensor,
+        question_mask: Tensor,
+        question_words: Tensor | None,
+        question_words_mask: Tensor | None,
+        match: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor]:
+        """words (B, L, D) fused OCR tokens; question (B, T, D) prompt tokens; question_words (B, T', Ht) the
+        question in the text encoder's word embeddings; match (B, L) bool, the page token's id occurs in the
+        question → token logits (B, L), token features (B, L, out)."""
+        memory, pad = question, question_mask == 0
+        if question_words is not None:
+            memory = torch.cat([memory, self.lexical(question_words)], dim=1)
+            pad = torch.cat([pad, question_words_mask == 0], dim=1)
+        x, padding = words, attention_mask == 0
+        if match is not None:
+            x = x + self.match(match.long())
+        for self_block, cross in zip(self.self_blocks, self.cross_blocks):
+            x = self_block(x, padding)
+            x = cross(x, memory, kv_padding=pad)
+        x = self.norm(x)
+        return self.logit(x).squeeze(-1), self.features(x)
+
+
+class MaskDecoder(nn.Module):
+    """Image embedding + prompt tokens (+ painted words) → mask logits (B, N, 4G, 4G) and IoU estimates (B, N)."""
+
+    def __init__(self, dim: int, heads: int, mlp_dim: int, layers: int = 2, outputs: int = 3) -> None:
+        super().__init__()
+        self.sam = build_mask_decoder(dim, heads, mlp_dim, layers, outputs)
+
+    def forward(
+        self,
+        image: Tensor,
+        image_pos: Tensor,
+        sparse: Tensor,
+        dense: Tensor,
+        multimask: bool = True,
+        high_res: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor]:
+        if self.sam.config._attn_implementation is None:  # a standalone module: nothing set it
+            self.sam.config._attn_implementation = "sdpa"
+        masks, iou = self.sam(
+            image_embeddings=image,
+            image_positional_embeddings=image_pos,
+            sparse_prompt_embeddings=sparse.unsqueeze(1),
+            dense_prompt_embeddings=dense,
+            multimask_output=multimask,
+            high_res=high_res,
+        )
+        return masks[:, 0], iou[:, 0]
+
+
+def focal_loss(logits: Tensor, target: Tensor, alpha: float = 0.25, gamma: float = 2.0) -> Tensor:
+    """Per-mask sigmoid focal loss, mean over pixels: (B, N, H, W) vs (B, 1, H, W) → (B, N)."""
+    target = target.expand_as(logits)
+    p = logits.sigmoid()
+    ce = F.binary_cross_entropy_with_logits(logits, target, reduction="none")
+    pt = p * target + (1 - p) * (1 - target)
+    w = alpha * target + (1 - alpha) * (1 - target)
+    return (w * ce * (1 - pt) ** gamma).flatten(2).mean(-1)
+
+
+def dice_loss(logits: Tensor, target: Tensor, eps: float = 1.0) -> Tensor:
+    """Per-mask soft dice loss: (B, N, H, W) vs (B, 1, H, W) → (B, N)."""
+    p = logits.sigmoid().flatten(2)
+    t = target.expand_as(logits).flatten(2)
+    return 1 - (2 * (p * t).sum(-1) + eps) / (p.sum(-1) + t.sum(-1) + eps)
+
+
+def mask_iou(logits: Tensor, target: Tensor) -> Tensor:
+    """IoU of each thresholded mask with the target: (B, N, H, W) vs (B, 1, H, W) → (B, N)."""
+    p = (logits > 0).flatten(2)
+    t = target.expand_as(logits).flatten(2) > 0.5
+    inter, union = (p & t).sum(-1).float(), (p | t).sum(-1).float()
+    return torch.where(union > 0, inter / union.clamp(min=1), torch.ones_like(inter))
+
+
+def sam_loss(
+    logits: Tensor, iou_pred: Tensor, target: Tensor, focal_weight: float = 20.0, dice_weight: float = 1.0
+) -> dict[str, Tensor]:
+    """SAM's loss: focal : dice = 20 : 1 on the best of the N masks, plus MSE of the predicted IoUs.
+
+    Only the best-fitting mask gets the mask loss (SAM's ambiguity trick); the IoU estimate of every output is
+    trained against that output's true IoU, because at inference the estimates choose among the outputs.
+
+    logits (B, N, H, W), iou_pred (B, N), target (B, 1, H, W) in {0, 1}.
+    """
+    focal, dice = focal_loss(logits.float(), target), dice_loss(logits.float(), target)
+    per_mask = focal_weight * focal + dice_weight * dice  # (B, N)
+    best = per_mask.argmin(1)  # the mask that fits best is the only one trained (SAM's ambiguity trick)
+    rows = torch.arange(len(best), device=best.device)
+    true_iou = mask_iou(logits.detach(), target)  # (B, N)
+    iou = F.mse_loss(iou_pred.float(), true_iou)  # every output's estimate, so that they rank the candidates
+    mask = per_mask[rows, best].mean()
+    return {
+        "loss": mask + iou,
+        "mask": mask,
+        "focal": focal[rows, best].mean(),
+        "dice": dice[rows, best].mean(),
+        "iou": iou,
+        "best": best,
+    }

@@ -1,0 +1,160 @@
+"""Promptable document segmentation: backbone → fused image embedding; question/points/boxes → SAM decoder."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from transformers import CLIPTextConfig
+
+from .mask_decoder import LayoutPainter, MaskDecoder, WordCover, WordDecoder, paint, sam_loss, word_cover
+from .model import DocJepaConfig, DocJepaModel, DocJepaPreTrainedModel
+from .prompt_encoder import GeometryPromptEncoder, QuestionEncoder
+
+
+@dataclass
+class PageEncoding:
+    """What the decoder needs from a page; computed once per page, reused for every question."""
+
+    image: Tensor
+    """(B, D, G, G) fused image embedding."""
+    text: Tensor
+    """(B, L, D) fused OCR tokens."""
+    attention_mask: Tensor
+    """(B, L) 1 for real tokens."""
+    cover: WordCover
+    """Which mask pixels each token's box covers."""
+    words: Tensor
+    """(B, D/8, M, M) the page's words painted at the mask resolution M."""
+
+
+@dataclass
+class SegmentationOutput:
+    """Decoder output for a batch of prompts."""
+
+    masks: Tensor
+    """(B, N, M, M) mask logits, M = 4 · mask_scale × the embedding grid (N = 3, or 1 without multimask)."""
+    iou: Tensor
+    """(B, N) predicted IoU of each mask."""
+    token_logits: Tensor | None = None
+    """(B, L) answer logit of each OCR token (question prompts only)."""
+
+
+def clip_config(config: DocJepaConfig, vocab_size: int | None = None) -> CLIPTextConfig:
+    spec = dict(config.clip)
+    if vocab_size is not None:
+        spec["vocab_size"] = vocab_size
+    return CLIPTextConfig(**spec)
+
+
+def token_targets(target: Tensor, bbox: Tensor, attention_mask: Tensor) -> Tensor:
+    """1 for tokens whose box centre lies inside the target mask (B, 1, M, M), 0 for others, −1 for padding."""
+    m = target.shape[-1]
+    cx = ((bbox[..., 0] + bbox[..., 2]).float() / 2000 * m).long().clamp(0, m - 1)
+    cy = ((bbox[..., 1] + bbox[..., 3]).float() / 2000 * m).long().clamp(0, m - 1)
+    inside = target[:, 0].flatten(1).gather(1, cy * m + cx)
+    real = (attention_mask > 0) & (bbox[..., 2] > bbox[..., 0])
+    return torch.where(real, inside, torch.full_like(inside, -1.0))
+
+
+class DocJepaForSegmentation(DocJepaPreTrainedModel):
+    """Backbone + CLIP question encoder + geometric prompt encoder + word decoder + SAM-style mask decoder.
+
+    ``encode_image`` is the expensive part and depends only on the page (image and OCR words); ``decode`` is
+    cheap and runs once per question, so a predictor can cache the page encoding (see ``docjepa.predictor``).
+    """
+
+    def __init__(self, config: DocJepaConfig, backbone: DocJepaModel | None = None) -> None:
+        super().__init__(config)
+        self.backbone = backbone or DocJepaModel(config)
+        d = config.neck_dim
+        self.question_encoder = QuestionEncoder(clip_config(config), d)
+        self.prompt_encoder = GeometryPromptEncoder(d, config.image_size)
+        self.mask_decoder = MaskDecoder(
+            d, config.decoder_heads, config.decoder_mlp_dim, config.decoder_layers, config.mask_outputs
+        )
+        self.painter = LayoutPainter(d, d // 8)
+        self.word_decoder = WordDecoder(
+            d, self.backbone.text_encoder.hidden_size, d // 8, config.decoder_layers, config.decoder_heads
+        )
+        self.post_init()
+
+    def encode_image(
+        self, pixel_values: Tensor, input_ids: Tensor, attention_mask: Tensor, bbox: Tensor
+    ) -> PageEncoding:
+        """Pages (image + OCR tokens) → fused image embedding, fused tokens and their painted map."""
+        out = self.backbone(pixel_values, input_ids, attention_mask, bbox)
+        cover = word_cover(bbox, attention_mask, self.config.mask_size)
+        return PageEncoding(
+            image=out.fused_image,
+            text=out.fused_text,
+            attention_mask=attention_mask,
+            cover=cover,
+            words=self.painter(out.fused_text, cover),
+        )
+
+    def decode(
+        self,
+        page: PageEncoding,
+        question_ids: Tensor | None = None,
+        question_mask: Tensor | None = None,
+        points: Tensor | None = None,
+        point_labels: Tensor | None = None,
+        boxes: Tensor | None = None,
+        multimask: bool = True,
+        question_word_ids: Tensor | None = None,
+        question_word_mask: Tensor | None = None,
+        word_match: Tensor | None = None,
+    ) -> SegmentationOutput:
+        """Prompts → masks for encoded pages. At least one of question, points, boxes. question_ids (B, T) in the
+        question tokenizer; question_word_ids (B, T') the same question in the document tokenizer (optional,
+        enables the lexical path); word_match (B, L) bool, page tokens whose word is in the question
+        (``docjepa.data.segment.token_matches``); points (B, P, 2) and boxes (B, 4) in pixels of the square
+        model input."""
+        tokens, high_res, token_logits = [], page.words, None
+        if question_ids is not None:
+            q = self.question_encoder(question_ids, question_mask)  # (B, 1 + T, D)
+            tokens.append(q)
+            q_mask = torch.cat([torch.ones_like(question_mask[:, :1]), question_mask], dim=1)
+            words = None
+            if question_word_ids is not None:
+                words = self.backbone.text_encoder.bert.embeddings.word_embeddings(question_word_ids)
+            token_logits, feats = self.word_decoder(
+                page.text, page.attention_mask, q, q_mask, words, question_word_mask, word_match
+            )
+            high_res = high_res + paint(feats, page.cover)
+        geo = self.prompt_encoder(points, point_labels, boxes)
+        if geo is not None:
+            tokens.append(geo)
+        if not tokens:
+            raise ValueError("give a question, points or a box")
+        sparse = torch.cat(tokens, dim=1)  # (B, N, D)
+        image = page.image
+        b, d, g, _ = image.shape
+        pos = self.prompt_encoder.image_positions(g).to(image.dtype).expand(b, -1, -1, -1)
+        dense = self.prompt_encoder.no_mask.weight.view(1, d, 1, 1).expand(b, d, g, g)
+        masks, iou = self.mask_decoder(image, pos, sparse, dense, multimask, high_res=high_res)
+        return SegmentationOutput(masks=masks, iou=iou, token_logits=token_logits)
+
+    def forward(self, batch: dict, multimask: bool = True) -> dict[str, Tensor]:
+        """Training step on a ``SegmentCollator`` batch: SAM's loss against ``batch["target"]`` (B, 1, M, M), plus
+        binary cross-entropy of the word decoder's token logits (tokens inside the answer vs the rest)."""
+        page = self.encode_image(batch["pixel_values"], batch["input_ids"], batch["attention_mask"], batch["bbox"])
+        out = self.decode(
+            page,
+            batch["question_ids"],
+            batch["question_mask"],
+            multimask=multimask,
+            question_word_ids=batch.get("question_word_ids"),
+            question_word_mask=batch.get("question_word_mask"),
+            word_match=batch.get("word_match"),
+        )
+        losses = sam_loss(out.masks, out.iou, batch["target"])
+        labels = token_targets(batch["target"], batch["bbox"], batch["attention_mask"])
+        real = labels >= 0
+        tokens = F.binary_cross_entropy_with_logits(out.token_logits[real].float(), labels[real])
+        losses["tokens"] = tokens
+        losses["loss"] = losses["loss"] + tokens
+        return losses

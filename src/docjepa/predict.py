@@ -1,0 +1,101 @@
+"""``docjepa predict``: a question about an image or a PDF page → mask PNG, overlay PNG and JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from .data.importer import ImportSummary, import_image, import_pdf
+from .data.record import Page
+from .predictor import DocumentPredictor, Prediction
+
+
+def load_page(
+    image: Path | None = None, pdf: Path | None = None, page: int = 1, dpi: int = 150, lang: str = "eng"
+) -> Page:
+    """One page with its words: a PDF's text layer (OCR when it has none) or OCR of an image."""
+    summary = ImportSummary()
+    if pdf is not None:
+        if not pdf.is_file():
+            raise FileNotFoundError(f"no PDF at {pdf}")
+        pages = import_pdf(pdf, dpi, summary, lang)
+    elif image is not None:
+        if not image.is_file():
+            raise FileNotFoundError(f"no image at {image}")
+        pages = import_image(image, summary, lang)
+    else:
+        raise ValueError("give an image or a PDF")
+    if not 1 <= page <= len(pages):
+        raise ValueError(f"page {page} out of range: the file has {len(pages)} page(s)")
+    return pages[page - 1]
+
+
+def overlay(page: Page, mask: np.ndarray, colour=(230, 40, 40), alpha: float = 0.45) -> Image.Image:
+    """The page with the mask tinted over it."""
+    base = np.asarray(page.pil(), dtype=np.float32)
+    tint = np.array(colour, dtype=np.float32)
+    out = base.copy()
+    out[mask] = (1 - alpha) * base[mask] + alpha * tint
+    return Image.fromarray(out.astype(np.uint8))
+
+
+def words_in(page: Page, mask: np.ndarray) -> list[str]:
+    """OCR words whose centre lies inside the mask, in reading order."""
+    h, w = mask.shape
+    out = []
+    for word in page.words:
+        cx, cy = int((word.box[0] + word.box[2]) / 2), int((word.box[1] + word.box[3]) / 2)
+        if 0 <= cx < w and 0 <= cy < h and mask[cy, cx]:
+            out.append(word.text)
+    return out
+
+
+def write_prediction(page: Page, pred: Prediction, question: str, prefix: Path, all_masks: bool = False) -> dict:
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    best = pred.best
+    mask = pred.masks[best]
+    files = {"mask": f"{prefix}.mask.png", "overlay": f"{prefix}.overlay.png", "json": f"{prefix}.json"}
+    Image.fromarray((mask * 255).astype(np.uint8)).save(files["mask"])
+    overlay(page, mask).save(files["overlay"])
+    if all_masks:
+        for i, m in enumerate(pred.masks):
+            files[f"mask{i}"] = f"{prefix}.mask{i}.png"
+            Image.fromarray((m * 255).astype(np.uint8)).save(files[f"mask{i}"])
+    ys, xs = np.nonzero(mask)
+    result = {
+        "question": question,
+        "source": page.source,
+        "page": page.page + 1,
+        "width": page.width,
+        "height": page.height,
+        "scores": [float(s) for s in pred.scores],
+        "best": best,
+        "mask_box": [int(xs.min()), int(ys.min()), int(xs.max()) + 1, int(ys.max()) + 1] if len(xs) else None,
+        "mask_pixels": int(mask.sum()),
+        "words": words_in(page, mask),
+        "files": files,
+    }
+    Path(files["json"]).write_text(json.dumps(result, indent=1) + "\n")
+    return result
+
+
+def predict_file(
+    checkpoint: Path,
+    question: str,
+    out: Path,
+    image: Path | None = None,
+    pdf: Path | None = None,
+    page: int = 1,
+    dpi: int = 150,
+    lang: str = "eng",
+    device: str | None = None,
+    multimask: bool = False,
+) -> dict:
+    """Load the page, run the model, write PREFIX.mask.png / .overlay.png / .json; returns the JSON content."""
+    doc = load_page(image, pdf, page, dpi, lang)
+    predictor = DocumentPredictor.from_pretrained(checkpoint, device=device)
+    predictor.set_page(doc)
+    return write_prediction(doc, predictor.predict(question), question, Path(out), all_masks=multimask)

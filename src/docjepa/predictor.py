@@ -1,0 +1,150 @@
+"""Encode a page once, answer many questions: the Document-JEPA predictor (like SAM's ``SamPredictor``).
+
+predictor = DocumentPredictor.from_pretrained("runs/finetune")
+predictor.set_page(page)                       # or set_image(pil_image, words)
+p = predictor.predict("What is the invoice number?")
+p.masks[p.best]                                # (H, W) bool mask at page resolution
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from PIL import Image
+
+from .data.collate import CollateConfig, DocumentCollator
+from .data.record import Page, Word
+from .data.segment import token_matches
+
+
+@dataclass
+class Prediction:
+    """Masks for one prompt."""
+
+    logits: torch.Tensor
+    """(N, M, M) mask logits in the square model frame (the page letterboxed at the top left)."""
+    scores: np.ndarray
+    """(N,) predicted IoU of each mask."""
+    masks: np.ndarray
+    """(N, H, W) boolean masks at the page's resolution."""
+
+    @property
+    def best(self) -> int:
+        """Index of the mask with the highest predicted IoU."""
+        return int(np.argmax(self.scores))
+
+
+class DocumentPredictor:
+    """Wraps a ``DocJepaForSegmentation`` with its tokenizers; caches the fused image embedding of a page."""
+
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        question_tokenizer=None,
+        device: str | torch.device | None = None,
+        max_tokens: int = 512,
+        max_question_tokens: int = 32,
+    ) -> None:
+        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        self.model = model.to(self.device).eval()
+        self.tokenizer, self.qtok = tokenizer, question_tokenizer or tokenizer
+        self.size = model.config.image_size
+        self.collate = DocumentCollator(
+            tokenizer, CollateConfig(image_size=self.size, mask_size=model.config.mask_size, max_tokens=max_tokens)
+        )
+        self.max_q = max_question_tokens
+        self.page: Page | None = None
+        self.encoding = None  # PageEncoding of the current page
+        self.scale = 1.0
+
+    @classmethod
+    def from_pretrained(cls, path: str | Path, device: str | torch.device | None = None) -> DocumentPredictor:
+        """From a fine-tuning run folder, checkpoint folder or model folder (tokenizers are stored with it)."""
+        from transformers import AutoTokenizer, PreTrainedTokenizerFast
+        from transformers.utils import logging as hf_logging
+
+        from .modeling.segmentation import DocJepaForSegmentation
+        from .train.checkpoint import resolve_model_dir
+
+        model_dir = resolve_model_dir(path)
+        verbosity = hf_logging.get_verbosity()
+        hf_logging.set_verbosity_error()
+        try:
+            model = DocJepaForSegmentation.from_pretrained(model_dir)
+        finally:
+            hf_logging.set_verbosity(verbosity)
+        tok = PreTrainedTokenizerFast.from_pretrained(model_dir)
+        qdir = model_dir / "question_tokenizer"
+        qtok = AutoTokenizer.from_pretrained(qdir) if qdir.is_dir() else tok
+        return cls(model, tok, qtok, device=device)
+
+    @torch.no_grad()
+    def set_page(self, page: Page) -> None:
+        """Encode a page (image + OCR words); later ``predict`` calls reuse the embedding."""
+        batch = self.collate([(page, None)])
+        self.scale = self.size / max(page.width, page.height)
+        self.word_index = batch["word_index"][0]
+        self.encoding = self.model.encode_image(
+            *(batch[k].to(self.device) for k in ("pixel_values", "input_ids", "attention_mask", "bbox"))
+        )
+        self.page = page
+
+    def set_image(self, image: Image.Image, words: list[Word]) -> None:
+        """Encode an image with its OCR words (boxes in the image's pixels)."""
+        buf = io.BytesIO()
+        image.convert("RGB").save(buf, format="PNG")
+        self.set_page(Page("image", 0, image.width, image.height, buf.getvalue(), list(words), "predictor"))
+
+    @torch.no_grad()
+    def predict_logits(
+        self, question: str | None = None, points=None, point_labels=None, box=None, multimask: bool = True
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(N, M, M) logits in the square frame and (N,) scores. Points (P, 2) / box (4,) in page pixels."""
+        if self.encoding is None:
+            raise RuntimeError("call set_page (or set_image) before predict")
+        q_ids = q_mask = w_ids = w_mask = match = pts = labels = bx = None
+        if question is not None:
+            enc = self.qtok([question], padding=True, truncation=True, max_length=self.max_q, return_tensors="pt")
+            q_ids, q_mask = enc["input_ids"].to(self.device), enc["attention_mask"].to(self.device)
+            enc = self.tokenizer([question], truncation=True, max_length=self.max_q, return_tensors="pt")
+            w_ids, w_mask = enc["input_ids"].to(self.device), enc["attention_mask"].to(self.device)
+            match = token_matches(question, self.page, self.word_index).unsqueeze(0).to(self.device)
+        if points is not None:
+            pts = torch.as_tensor(points, dtype=torch.float32, device=self.device).view(1, -1, 2) * self.scale
+            labels = torch.as_tensor(
+                point_labels if point_labels is not None else [1] * pts.shape[1], device=self.device
+            ).view(1, -1)
+        if box is not None:
+            bx = torch.as_tensor(box, dtype=torch.float32, device=self.device).view(1, 4) * self.scale
+        out = self.model.decode(
+            self.encoding,
+            q_ids,
+            q_mask,
+            pts,
+            labels,
+            bx,
+            multimask=multimask,
+            question_word_ids=w_ids,
+            question_word_mask=w_mask,
+            word_match=match,
+        )
+        return out.masks[0].float(), out.iou[0].float()
+
+    def predict(
+        self, question: str | None = None, points=None, point_labels=None, box=None, multimask: bool = True
+    ) -> Prediction:
+        """Masks for a question and/or point / box prompts, at the page's resolution."""
+        logits, scores = self.predict_logits(question, points, point_labels, box, multimask)
+        page = self.page
+        m = logits.shape[-1]
+        frame = m / self.size * self.scale  # page pixels → mask pixels
+        h, w = max(1, round(page.height * frame)), max(1, round(page.width * frame))
+        crop = logits[:, :h, :w].unsqueeze(0)
+        full = F.interpolate(crop, size=(page.height, page.width), mode="bilinear", align_corners=False)[0]
+        return Prediction(logits=logits.cpu(), scores=scores.cpu().numpy(), masks=(full > 0).cpu().numpy())

@@ -1,0 +1,241 @@
+"""``docjepa pretrain-clip``: CLIP-style pre-training of the question tower on document regions.
+
+No pre-trained CLIP can be downloaded here, so the question encoder's text tower learns from the documents
+themselves: pairs of (a region's text, the pooled image embedding of that region). Regions are the answers of
+the pages' questions (values, addresses, titles…) and short runs of words on one line. The image side is the
+frozen pre-trained image encoder's embedding map (before fusion, so the text of the page cannot leak in),
+averaged over the region's cells; both sides are projected to a shared space and trained with the symmetric
+InfoNCE loss and a learned temperature, as CLIP. The output folder is a plain ``CLIPTextModel`` checkpoint
+with its tokenizer, which is exactly what ``finetune --model.clip=DIR`` (or a user's own CLIP) takes.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+import yaml
+from safetensors.torch import load_file, save_file
+from torch import Tensor, nn
+from transformers import CLIPTextModel
+
+from ..data.collate import CollateConfig, DocumentCollator
+from ..data.record import Page, union_box
+from ..data.shards import DocumentDataset
+from ..modeling import DocJepaConfig, DocJepaModel, build_config
+from ..modeling.segmentation import clip_config
+from .checkpoint import resolve_model_dir
+from .config import to_dict
+from .data import EpochDataset, make_loader
+from .loop import RunConfig, open_run, pick_device, restore, train_loop
+from .optim import OptimConfig, build_optimizer, build_schedule
+from .pretrain import DataConfig, load_tokenizer
+
+log = logging.getLogger("docjepa.train")
+HEADS = "contrastive_heads.safetensors"
+
+
+@dataclass
+class ClipModelConfig:
+    """Where the image side and the tower come from."""
+
+    init: str = ""
+    """Pre-training run / checkpoint / model folder whose image encoder gives the region embeddings."""
+    preset: str = "tiny"
+    """Size preset when no ``init`` is given (an untrained image encoder: only for tests)."""
+    clip: str = ""
+    """Continue from a local CLIP text model folder instead of the preset's fresh tower."""
+    dim: int = 128
+    """Shared embedding width."""
+
+
+@dataclass
+class ClipConfig:
+    """Everything ``docjepa pretrain-clip`` needs."""
+
+    model: ClipModelConfig = field(default_factory=ClipModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    regions_per_page: int = 8
+    """Region/text pairs drawn from each page."""
+    max_text_tokens: int = 32
+    """Longest region text (tokens)."""
+    optim: OptimConfig = field(default_factory=lambda: OptimConfig(name="adamw", lr=1e-3))
+    run: RunConfig = field(default_factory=lambda: RunConfig(steps=200, batch_size=8))
+
+
+class ClipCollator:
+    """Items ``(position, page)`` → pixels plus region texts, their pages and their cells on the embedding grid."""
+
+    def __init__(self, tokenizer, image_size: int, per_page: int, max_tokens: int, seed: int) -> None:
+        self.base = DocumentCollator(tokenizer, CollateConfig(image_size=image_size, max_tokens=8))
+        self.tok, self.size, self.per_page, self.max_tokens, self.seed = (
+            tokenizer,
+            image_size,
+            per_page,
+            max_tokens,
+            seed,
+        )
+        self.grid = image_size // 16
+
+    def regions(self, page: Page, rng: random.Random) -> list[tuple[str, tuple]]:
+        out = []
+        for q in page.questions:
+            for a in q.answers:
+                if a.text.strip() and a.regions:
+                    xs, ys = [v for r in a.regions for v in r[0::2]], [v for r in a.regions for v in r[1::2]]
+                    out.append((a.text, (min(xs), min(ys), max(xs), max(ys))))
+        words = page.words
+        for _ in range(2 * self.per_page):
+            if not words:
+                break
+            i = rng.randrange(len(words))
+            n = rng.randint(1, 3)
+            run = words[i : i + n]
+            out.append((" ".join(w.text for w in run), union_box([w.box for w in run])))
+        rng.shuffle(out)
+        return out[: self.per_page]
+
+    def __call__(self, items: Sequence[tuple[int, Page | None]]) -> dict | None:
+        good = [(pos, page) for pos, page in items if page is not None]
+        if not good:
+            return None
+        batch = self.base([(page, None) for _, page in good])
+        texts, owners, cells, seen = [], [], [], set()
+        for b, (pos, page) in enumerate(good):
+            rng = random.Random(self.seed * 1_000_003 + pos)
+            s = self.size / max(page.width, page.height) / 16  # page pixels → embedding cells
+            for text, (x0, y0, x1, y1) in self.regions(page, rng):
+                key = text.lower().strip()
+                if key in seen:  # duplicate texts would be false negatives for each other
+                    continue
+                seen.add(key)
+                m = torch.zeros(self.grid, self.grid)
+                c0, r0 = min(self.grid - 1, int(x0 * s)), min(self.grid - 1, int(y0 * s))
+                c1, r1 = max(c0 + 1, min(self.grid, math.ceil(x1 * s))), max(r0 + 1, min(self.grid, math.ceil(y1 * s)))
+                m[r0:r1, c0:c1] = 1
+                texts.append(text)
+                owners.append(b)
+                cells.append(m)
+        enc = self.tok(texts, padding=True, truncation=True, max_length=self.max_tokens, return_tensors="pt")
+        return {
+            "pixel_values": batch["pixel_values"],
+            "text_ids": enc["input_ids"],
+            "text_mask": enc["attention_mask"],
+            "owner": torch.tensor(owners),
+            "cells": torch.stack(cells),
+        }
+
+
+class ClipPretrainer(nn.Module):
+    """Frozen image encoder + trainable CLIP text tower, two projections and a temperature."""
+
+    def __init__(self, backbone: DocJepaModel, tower: CLIPTextModel, dim: int) -> None:
+        super().__init__()
+        self.image_encoder = backbone.image_encoder.requires_grad_(False).eval()
+        self.tower = tower
+        self.text_proj = nn.Linear(tower.config.hidden_size, dim, bias=False)
+        self.image_proj = nn.Linear(backbone.config.neck_dim, dim, bias=False)
+        self.logit_scale = nn.Parameter(torch.tensor(math.log(1 / 0.07)))
+
+    def train(self, mode: bool = True) -> ClipPretrainer:
+        super().train(mode)
+        self.image_encoder.eval()  # frozen: no dropout, statistics fixed
+        return self
+
+    def trainable_named_parameters(self) -> list[tuple[str, nn.Parameter]]:
+        return [(n, p) for n, p in self.named_parameters() if not n.startswith("image_encoder.")]
+
+    def forward(self, batch: dict) -> dict[str, Tensor]:
+        with torch.no_grad():
+            emb = self.image_encoder(batch["pixel_values"]).embedding  # (B, D, G, G)
+        cells = batch["cells"].unsqueeze(1)  # (R, 1, G, G)
+        pooled = (emb[batch["owner"]] * cells).flatten(2).sum(-1) / cells.flatten(2).sum(-1)  # (R, D)
+        img = F.normalize(self.image_proj(pooled), dim=-1)
+        txt = self.tower(input_ids=batch["text_ids"], attention_mask=batch["text_mask"]).pooler_output
+        txt = F.normalize(self.text_proj(txt), dim=-1)
+        logits = self.logit_scale.clamp(max=math.log(100)).exp() * txt @ img.T  # (R, R)
+        labels = torch.arange(len(logits), device=logits.device)
+        loss = (F.cross_entropy(logits, labels) + F.cross_entropy(logits.T, labels)) / 2
+        acc = (logits.argmax(1) == labels).float().mean()
+        return {"loss": loss, "retrieval_acc": acc, "regions": torch.tensor(float(len(labels)))}
+
+    def save_pretrained(self, path: Path) -> None:
+        """The tower as a ``CLIPTextModel`` folder, plus the contrastive heads (for resuming)."""
+        self.tower.save_pretrained(path)
+        heads = {
+            k: v.detach().contiguous()
+            for k, v in self.state_dict().items()
+            if k.startswith(("text_proj.", "image_proj.", "logit_scale"))
+        }
+        save_file(heads, str(Path(path) / HEADS))
+
+    def load_heads(self, path: Path) -> None:
+        self.load_state_dict(load_file(str(Path(path) / HEADS)), strict=False)
+
+
+def pretrain_clip(
+    cfg: ClipConfig, out: Path, resume: bool = False, progress: bool = True, stop_after: int | None = None
+) -> dict:
+    """Run (or resume) CLIP pre-training of the question tower into ``out``."""
+    from transformers.utils import logging as hf_logging
+
+    out = Path(out)
+    ckpt = open_run(out, resume)
+    if cfg.run.threads:
+        torch.set_num_threads(cfg.run.threads)
+    device = pick_device(cfg.run.device)
+    torch.manual_seed(cfg.run.seed)
+    if not cfg.data.tokenizer and cfg.model.init:
+        src = resolve_model_dir(cfg.model.init)
+        if (src / "tokenizer.json").is_file():
+            cfg.data.tokenizer = str(src)
+    tokenizer = load_tokenizer(cfg.data, out)
+    if cfg.model.init:
+        hf_logging.set_verbosity_error()  # the pre-training heads are expected to be left out
+        backbone = DocJepaModel.from_pretrained(resolve_model_dir(cfg.model.init))
+        hf_logging.set_verbosity_warning()
+    else:
+        backbone = DocJepaModel(build_config(cfg.model.preset, len(tokenizer)))
+    if ckpt is not None:
+        tower = CLIPTextModel.from_pretrained(ckpt / "model")
+    elif cfg.model.clip:
+        tower = CLIPTextModel.from_pretrained(cfg.model.clip)
+    else:
+        dj: DocJepaConfig = backbone.config
+        tower = CLIPTextModel(clip_config(dj, len(tokenizer)))
+    model = ClipPretrainer(backbone, tower, cfg.model.dim)
+    if ckpt is not None:
+        model.load_heads(ckpt / "model")
+    model.to(device)
+    opt = build_optimizer(model.trainable_named_parameters(), cfg.optim, seed=cfg.run.seed)
+    sched = build_schedule(opt, cfg.optim, cfg.run.steps)
+    start, samples = restore(ckpt, opt, sched)
+    (out / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
+    size = backbone.config.image_size
+    collate = ClipCollator(tokenizer, size, cfg.regions_per_page, cfg.max_text_tokens, cfg.run.seed)
+    pages = DocumentDataset([Path(p) for p in cfg.data.train])
+    loader = make_loader(EpochDataset(pages, cfg.run.seed), collate, cfg.run.batch_size, samples, cfg.data.workers)
+    return train_loop(
+        model,
+        model,
+        [p for _, p in model.trainable_named_parameters()],
+        iter(loader),
+        opt,
+        sched,
+        cfg.run,
+        cfg.optim.grad_clip,
+        out,
+        device,
+        start=start,
+        samples=samples,
+        progress=progress,
+        stop_after=stop_after,
+        desc="pretrain-clip",
+        save_extra=tokenizer.save_pretrained,
+    )

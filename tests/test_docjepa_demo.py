@@ -1,0 +1,150 @@
+"""End to end: the demo in its quick mode, then evaluate and predict (on a real PDF) with its model."""
+
+import json
+import shutil
+
+import pytest
+
+pytest.importorskip("transformers")
+pytest.importorskip("faker")
+
+from PIL import Image
+
+from docjepa.cli import main
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    out = tmp_path_factory.mktemp("demo") / "run"
+    main(["demo", "--quick", "--out", str(out), "--no-progress"])
+    return out
+
+
+def test_demo_quick_mode_writes_report_and_results(demo, capsys):
+    results = json.loads((demo / "results.json").read_text())
+    for part in ("heldout", "train"):
+        for who in ("model", "baseline"):
+            s = results[part][who]
+            assert s["n"] > 0 and 0.0 <= s["mIoU"] <= 1.0 and 0.0 <= s["gIoU"] <= 1.0
+    assert results["heldout"]["questions"] == results["heldout"]["model"]["n"]
+    html = (demo / "report.html").read_text()
+    assert "mIoU" in html and "curves.png" in html and "examples.png" in html
+    assert (demo / "curves.png").is_file() and (demo / "examples.png").is_file()
+    for stage in ("pretrain", "clip", "finetune"):
+        assert (demo / stage / "metrics.jsonl").is_file()
+    # Running again finds every stage complete and only re-evaluates.
+    main(["demo", "--quick", "--out", str(demo), "--no-progress"])
+    assert "held-out mIoU" in capsys.readouterr().out
+
+
+def test_evaluate_command(demo, tmp_path):
+    out = tmp_path / "eval.json"
+    main(
+        [
+            "evaluate",
+            "--checkpoint",
+            str(demo / "finetune"),
+            "--data",
+            str(demo / "data" / "eval"),
+            "--limit",
+            "5",
+            "--out",
+            str(out),
+            "--no-progress",
+        ]
+    )
+    result = json.loads(out.read_text())
+    assert result["questions"] == 5 and set(result["model"]) >= {"mIoU", "gIoU", "cIoU", "per_type"}
+
+
+def test_predict_on_a_pdf(demo, tmp_path):
+    pytest.importorskip("reportlab")
+    from reportlab.lib.pagesizes import A4
+    from reportlab.pdfgen import canvas
+
+    pdf = tmp_path / "invoice.pdf"
+    c = canvas.Canvas(str(pdf), pagesize=A4)
+    c.setFont("Helvetica", 14)
+    for y, text in (
+        (780, "ACME Supplies Ltd"),
+        (740, "Invoice no.: INV-48213"),
+        (720, "Date: 12 May 2024"),
+        (680, "Total due: 1,250.00 EUR"),
+    ):
+        c.drawString(72, y, text)
+    c.showPage()
+    c.save()
+    prefix = tmp_path / "pred" / "invoice"
+    main(
+        [
+            "predict",
+            "--checkpoint",
+            str(demo / "finetune"),
+            "--pdf",
+            str(pdf),
+            "--page",
+            "1",
+            "--question",
+            "What is the invoice number?",
+            "--out",
+            str(prefix),
+            "--dpi",
+            "72",
+            "--multimask",
+        ]
+    )
+    result = json.loads((tmp_path / "pred" / "invoice.json").read_text())
+    assert result["question"] == "What is the invoice number?" and len(result["scores"]) == 3
+    assert 0 <= result["best"] < 3 and result["page"] == 1
+    mask = Image.open(result["files"]["mask"])
+    assert mask.size == (result["width"], result["height"])
+    assert abs(result["width"] - 595) <= 1 and abs(result["height"] - 842) <= 1  # A4 at 72 dpi
+    assert Image.open(result["files"]["overlay"]).size == mask.size
+    assert Image.open(result["files"]["mask2"]).size == mask.size
+    with pytest.raises(SystemExit, match="out of range"):
+        main(
+            [
+                "predict",
+                "--checkpoint",
+                str(demo / "finetune"),
+                "--pdf",
+                str(pdf),
+                "--page",
+                "3",
+                "--question",
+                "x",
+                "--out",
+                str(prefix),
+            ]
+        )
+
+
+@pytest.mark.skipif(shutil.which("tesseract") is None, reason="tesseract is not installed")
+def test_predict_on_an_image(demo, tmp_path):
+    from PIL import ImageDraw, ImageFont
+
+    img = Image.new("RGB", (600, 300), "white")
+    draw = ImageDraw.Draw(img)
+    try:
+        font = ImageFont.truetype("DejaVuSans.ttf", 28)
+    except OSError:
+        font = ImageFont.load_default()
+    draw.text((20, 40), "Invoice no.: INV-77", fill="black", font=font)
+    draw.text((20, 120), "Total: 99.50", fill="black", font=font)
+    path = tmp_path / "scan.png"
+    img.save(path)
+    main(
+        [
+            "predict",
+            "--checkpoint",
+            str(demo / "finetune"),
+            "--image",
+            str(path),
+            "--question",
+            "What is the total?",
+            "--out",
+            str(tmp_path / "scan"),
+        ]
+    )
+    result = json.loads((tmp_path / "scan.json").read_text())
+    assert (result["width"], result["height"]) == (600, 300)
