@@ -33,9 +33,9 @@ from ..modeling.segmentation import clip_config
 from .checkpoint import resolve_model_dir
 from .config import to_dict
 from .data import EpochDataset, make_loader
-from .loop import RunConfig, open_run, pick_device, restore, train_loop
+from .loop import RunConfig, restore, start_run, train_loop
 from .optim import OptimConfig, build_optimizer, build_schedule
-from .pretrain import DataConfig, load_tokenizer
+from .pretrain import DataConfig, load_tokenizer, tokenizer_from_init
 
 log = logging.getLogger("docjepa.train")
 HEADS = "contrastive_heads.safetensors"
@@ -186,15 +186,8 @@ def pretrain_clip(
     from transformers.utils import logging as hf_logging
 
     out = Path(out)
-    ckpt = open_run(out, resume)
-    if cfg.run.threads:
-        torch.set_num_threads(cfg.run.threads)
-    device = pick_device(cfg.run.device)
-    torch.manual_seed(cfg.run.seed)
-    if not cfg.data.tokenizer and cfg.model.init:
-        src = resolve_model_dir(cfg.model.init)
-        if (src / "tokenizer.json").is_file():
-            cfg.data.tokenizer = str(src)
+    ckpt, device = start_run(out, resume, cfg.run)
+    tokenizer_from_init(cfg.data, cfg.model.init)
     tokenizer = load_tokenizer(cfg.data, out)
     if cfg.model.init:
         hf_logging.set_verbosity_error()  # the pre-training heads are expected to be left out

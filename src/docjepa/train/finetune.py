@@ -19,9 +19,9 @@ from ..modeling.segmentation import DocJepaForSegmentation
 from .checkpoint import resolve_model_dir
 from .config import to_dict
 from .data import EpochDataset, make_loader
-from .loop import RunConfig, open_run, pick_device, restore, train_loop
+from .loop import RunConfig, restore, start_run, train_loop
 from .optim import OptimConfig, build_optimizer, build_schedule
-from .pretrain import DataConfig, load_tokenizer
+from .pretrain import DataConfig, load_tokenizer, tokenizer_from_init
 
 log = logging.getLogger("docjepa.train")
 
@@ -111,16 +111,10 @@ def finetune(
 ) -> dict:
     """Run (or resume) fine-tuning into ``out``; returns the last logged metrics."""
     out = Path(out)
-    ckpt = open_run(out, resume)
-    if cfg.run.threads:
-        torch.set_num_threads(cfg.run.threads)
-    device = pick_device(cfg.run.device)
-    torch.manual_seed(cfg.run.seed)
+    ckpt, device = start_run(out, resume, cfg.run)
 
-    if not cfg.data.tokenizer and cfg.model.init and not cfg.model.text_encoder:
-        src = resolve_model_dir(cfg.model.init)
-        if (src / "tokenizer.json").is_file():
-            cfg.data.tokenizer = str(src)
+    if not cfg.model.text_encoder:
+        tokenizer_from_init(cfg.data, cfg.model.init)
     tokenizer = load_tokenizer(cfg.data, out, cfg.model.text_encoder)
     qtok = question_tokenizer_for(str(resolve_model_dir(cfg.model.clip)) if cfg.model.clip else "", tokenizer)
     if ckpt is not None and (ckpt / "model" / "question_tokenizer").is_dir():

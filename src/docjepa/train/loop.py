@@ -77,6 +77,15 @@ def open_run(out: Path, resume: bool) -> Path | None:
     return ckpt
 
 
+def start_run(out: Path, resume: bool, run: RunConfig) -> tuple[Path | None, torch.device]:
+    """Open the run folder (see :func:`open_run`), set threads and the seed; (checkpoint or None, device)."""
+    ckpt = open_run(out, resume)
+    if run.threads:
+        torch.set_num_threads(run.threads)
+    torch.manual_seed(run.seed)
+    return ckpt, pick_device(run.device)
+
+
 def restore(ckpt: Path | None, opt: torch.optim.Optimizer, sched) -> tuple[int, int]:
     """Load optimizer, schedule and RNG states of ``ckpt``; (step, samples consumed) to continue from."""
     if ckpt is None:

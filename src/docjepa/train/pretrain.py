@@ -7,7 +7,6 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import torch
 import yaml
 
 from ..data.collate import CollateConfig
@@ -17,7 +16,7 @@ from ..modeling import DocJepaForPretraining, LossWeights, build_config
 from ..modeling.ijepa import ema_momentum
 from .config import to_dict
 from .data import EpochDataset, make_loader
-from .loop import RunConfig, open_run, pick_device, restore, train_loop
+from .loop import RunConfig, restore, start_run, train_loop
 from .optim import OptimConfig, build_optimizer, build_schedule
 
 log = logging.getLogger("docjepa.train")
@@ -63,6 +62,16 @@ class PretrainConfig:
     run: RunConfig = field(default_factory=RunConfig)
 
 
+def tokenizer_from_init(data: DataConfig, init: str) -> None:
+    """When no tokenizer is named, use the one saved with the model in ``init`` (if it has one)."""
+    if not data.tokenizer and init:
+        from .checkpoint import resolve_model_dir
+
+        src = resolve_model_dir(init)
+        if (src / "tokenizer.json").is_file():
+            data.tokenizer = str(src)
+
+
 def load_tokenizer(data: DataConfig, out: Path, text_encoder: str = ""):
     """The tokenizer named in the config, else the text encoder's, else one trained on the data (cached in out)."""
     from transformers import PreTrainedTokenizerFast
@@ -90,11 +99,7 @@ def pretrain(
     tests use it to check that resuming reproduces an uninterrupted run.
     """
     out = Path(out)
-    ckpt = open_run(out, resume)
-    if cfg.run.threads:
-        torch.set_num_threads(cfg.run.threads)
-    device = pick_device(cfg.run.device)
-    torch.manual_seed(cfg.run.seed)
+    ckpt, device = start_run(out, resume, cfg.run)
 
     pages = DocumentDataset([Path(p) for p in cfg.data.train])
     tokenizer = load_tokenizer(cfg.data, out, cfg.model.text_encoder)
