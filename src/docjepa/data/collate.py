@@ -36,8 +36,8 @@ class CollateConfig:
 class DocumentCollator:
     """Callable for ``DataLoader(collate_fn=…)`` over items ``(page, question index or None)``."""
 
-    def __init__(self, tokenizer, config: CollateConfig = CollateConfig()) -> None:
-        self.tokenizer, self.cfg = tokenizer, config
+    def __init__(self, tokenizer, config: CollateConfig | None = None) -> None:
+        self.tokenizer, self.cfg = tokenizer, config or CollateConfig()
 
     def _image(self, page: Page) -> tuple[torch.Tensor, float]:
         s = self.cfg.image_size / max(page.width, page.height)
@@ -66,8 +66,9 @@ class DocumentCollator:
             images.append(x)
             side = self.cfg.image_size
             word_boxes = [normalise_box(tuple(v * s for v in w.box), side, side) for w in page.words]
-            enc = tokenize_words(self.tokenizer, [w.text for w in page.words] or [""], word_boxes or [[0, 0, 0, 0]],
-                                 self.cfg.max_tokens)
+            enc = tokenize_words(
+                self.tokenizer, [w.text for w in page.words] or [""], word_boxes or [[0, 0, 0, 0]], self.cfg.max_tokens
+            )
             ids.append(enc["input_ids"])
             boxes.append(enc["bbox"])
             word_ids.append([-1 if w is None or not page.words else w for w in enc["word_ids"]])

@@ -42,8 +42,13 @@ class ImportSummary:
     ocr_pages: int = 0
 
     def to_dict(self) -> dict:
-        return {"files": self.files, "pages": self.pages, "words": self.words, "ocr_pages": self.ocr_pages,
-                "skipped": [{"path": p, "reason": r} for p, r in self.skipped]}
+        return {
+            "files": self.files,
+            "pages": self.pages,
+            "words": self.words,
+            "ocr_pages": self.ocr_pages,
+            "skipped": [{"path": p, "reason": r} for p, r in self.skipped],
+        }
 
 
 def find_inputs(paths: list[Path]) -> list[Path]:
@@ -65,8 +70,9 @@ def ocr_words(image: Image.Image, lang: str = "eng") -> list[Word]:
     buf = io.BytesIO()
     image.convert("RGB").save(buf, "PNG")
     env = {**os.environ, "OMP_THREAD_LIMIT": "1"}
-    res = subprocess.run([exe, "stdin", "stdout", "-l", lang, "tsv"], input=buf.getvalue(), capture_output=True,
-                         env=env, check=False)
+    res = subprocess.run(
+        [exe, "stdin", "stdout", "-l", lang, "tsv"], input=buf.getvalue(), capture_output=True, env=env, check=False
+    )
     if res.returncode != 0:
         raise RuntimeError(f"tesseract failed: {res.stderr.decode(errors='replace').strip()[:300]}")
     words = []
@@ -130,15 +136,24 @@ def import_pdf(path: Path, dpi: int, summary: ImportSummary, lang: str) -> list[
         pages = []
         for i in range(len(doc)):
             page = doc[i]
-            width_pt, height_pt = page.get_size()
+            _width_pt, height_pt = page.get_size()
             scale = dpi / 72
             image = page.render(scale=scale).to_pil().convert("RGB")
             words = _pdf_words(page, scale, height_pt)
             if not words:  # a scanned page: no text layer
                 words = ocr_words(image, lang)
                 summary.ocr_pages += 1
-            pages.append(Page(doc_id=path.stem, page=i, width=image.width, height=image.height, image=_encode(image),
-                              words=words, source=f"pdf:{path}"))
+            pages.append(
+                Page(
+                    doc_id=path.stem,
+                    page=i,
+                    width=image.width,
+                    height=image.height,
+                    image=_encode(image),
+                    words=words,
+                    source=f"pdf:{path}",
+                )
+            )
             page.close()
         return pages
     finally:
@@ -152,8 +167,17 @@ def import_image(path: Path, summary: ImportSummary, lang: str) -> list[Page]:
             image = frame.convert("RGB")
             words = ocr_words(image, lang)
             summary.ocr_pages += 1
-            pages.append(Page(doc_id=path.stem, page=i, width=image.width, height=image.height, image=_encode(image),
-                              words=words, source=f"image:{path}"))
+            pages.append(
+                Page(
+                    doc_id=path.stem,
+                    page=i,
+                    width=image.width,
+                    height=image.height,
+                    image=_encode(image),
+                    words=words,
+                    source=f"image:{path}",
+                )
+            )
     if not pages:
         raise ValueError("the image has no frames")
     return pages
@@ -173,8 +197,16 @@ def attach_questions(pages: list[Page], spec: dict) -> None:
             page.questions.append(Question(q["question"], q.get("qtype", "user"), answers))
 
 
-def import_paths(paths: list[Path], out: Path, dpi: int = 150, lang: str = "eng", questions: Path | None = None,
-                 pages_per_shard: int = 256, progress: bool = True, append: bool = False) -> ImportSummary:
+def import_paths(
+    paths: list[Path],
+    out: Path,
+    dpi: int = 150,
+    lang: str = "eng",
+    questions: Path | None = None,
+    pages_per_shard: int = 256,
+    progress: bool = True,
+    append: bool = False,
+) -> ImportSummary:
     """Import every PDF and image under ``paths`` into shards in ``out``; never aborts on a bad file."""
     from tqdm.auto import tqdm
 
@@ -193,7 +225,7 @@ def import_paths(paths: list[Path], out: Path, dpi: int = 150, lang: str = "eng"
                     pages = import_image(path, summary, lang)
                 else:
                     raise ValueError(f"unsupported file type {suffix or '(none)'}")
-            except Exception as err:  # noqa: BLE001 - any unreadable file is skipped, never fatal
+            except Exception as err:
                 reason = f"{type(err).__name__}: {err}".strip()
                 log.warning("skipped %s (%s)", path, reason)
                 summary.skipped.append((str(path), reason))

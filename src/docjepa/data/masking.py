@@ -88,8 +88,9 @@ class MultiBlockMasker:
                 best, best_ink = blk, amount
         return best
 
-    def __call__(self, batch: int, gen: torch.Generator,
-                 ink: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, tuple[int, int]]:
+    def __call__(
+        self, batch: int, gen: torch.Generator, ink: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, tuple[int, int]]:
         """Returns keep (B, U) bool, targets (B, T, U) bool, and the target block size (h, w).
 
         ``ink`` (B, U), the fraction of dark pixels per unit, steers target blocks towards content."""
@@ -138,17 +139,25 @@ class PretrainCollator:
         batch = self.base([(page, None) for _, page in good])
         for key in ("masks", "answer_valid", "questions", "question_types"):
             batch.pop(key)
-        b, length = batch["input_ids"].shape
+        b, _length = batch["input_ids"].shape
         gray = batch["pixel_values"].mean(1, keepdim=True)  # (B, 1, S, S) in −1…1
         ink = torch.nn.functional.adaptive_avg_pool2d((gray < 0).float(), self.cfg.grid).flatten(1)  # (B, U)
         keep, targets, _ = self.masker(b, gen, ink)
         g = self.cfg.grid
         units = token_units(batch["bbox"], g)  # (B, L)
         real = batch["attention_mask"].bool()
-        special = torch.tensor([self.tokenizer.get_special_tokens_mask(row.tolist(), already_has_special_tokens=True)
-                                for row in batch["input_ids"]], dtype=torch.bool) | ~real
+        special = (
+            torch.tensor(
+                [
+                    self.tokenizer.get_special_tokens_mask(row.tolist(), already_has_special_tokens=True)
+                    for row in batch["input_ids"]
+                ],
+                dtype=torch.bool,
+            )
+            | ~real
+        )
         # D-JEPA image region: the target block with the most words in it.
-        words_in = (targets.gather(2, units.unsqueeze(1).expand(-1, targets.shape[1], -1)) & ~special.unsqueeze(1))
+        words_in = targets.gather(2, units.unsqueeze(1).expand(-1, targets.shape[1], -1)) & ~special.unsqueeze(1)
         best = words_in.sum(2).argmax(1)  # (B,)
         region = targets[torch.arange(b), best]  # (B, U)
         djepa_image_idx = torch.stack([r.nonzero().squeeze(1) for r in region])  # (B, Kr): same size per batch

@@ -86,8 +86,12 @@ class Page:
             "layout": self.layout,
             "words": [{"text": w.text, "box": list(w.box)} for w in self.words],
             "questions": [
-                {"text": q.text, "qtype": q.qtype, "template": q.template,
-                 "answers": [{"regions": a.regions, "text": a.text, "word_ids": a.word_ids} for a in q.answers]}
+                {
+                    "text": q.text,
+                    "qtype": q.qtype,
+                    "template": q.template,
+                    "answers": [{"regions": a.regions, "text": a.text, "word_ids": a.word_ids} for a in q.answers],
+                }
                 for q in self.questions
             ],
         }
@@ -104,9 +108,12 @@ class Page:
             layout=row.get("layout") or "",
             words=[Word(w["text"], tuple(w["box"])) for w in row["words"]],
             questions=[
-                Question(q["text"], q["qtype"],
-                         [Answer([list(r) for r in a["regions"]], a["text"], list(a["word_ids"])) for a in q["answers"]],
-                         q.get("template") or "")
+                Question(
+                    q["text"],
+                    q["qtype"],
+                    [Answer([list(r) for r in a["regions"]], a["text"], list(a["word_ids"])) for a in q["answers"]],
+                    q.get("template") or "",
+                )
                 for q in row["questions"]
             ],
         )
@@ -122,11 +129,17 @@ def union_box(boxes: list[Box], pad: float = 0.0) -> Box:
     """The smallest box around ``boxes``, grown by ``pad`` pixels."""
     if not boxes:
         raise ValueError("union_box of no boxes")
-    return (min(b[0] for b in boxes) - pad, min(b[1] for b in boxes) - pad,
-            max(b[2] for b in boxes) + pad, max(b[3] for b in boxes) + pad)
+    return (
+        min(b[0] for b in boxes) - pad,
+        min(b[1] for b in boxes) - pad,
+        max(b[2] for b in boxes) + pad,
+        max(b[3] for b in boxes) + pad,
+    )
 
 
-def rasterize(regions: list[list[float]], page_size: tuple[int, int], size: tuple[int, int] | None = None) -> np.ndarray:
+def rasterize(
+    regions: list[list[float]], page_size: tuple[int, int], size: tuple[int, int] | None = None
+) -> np.ndarray:
     """Fill polygons given in page pixels into a boolean (H, W) mask of ``size`` (default: the page size)."""
     ph, pw = page_size
     h, w = size or page_size

@@ -13,7 +13,7 @@ from .record import Page
 
 def token_matches(question: str, page: Page, word_index: torch.Tensor) -> torch.Tensor:
     """(L,) bool: the token's word equals a content word of the question (DrQA's exact-match feature)."""
-    hits = torch.tensor(word_matches(question, [w.text for w in page.words]) + [False])  # index −1 → False
+    hits = torch.tensor([*word_matches(question, [w.text for w in page.words]), False])  # index −1 → False
     return hits[word_index]
 
 
@@ -25,8 +25,9 @@ class SegmentCollator:
     (SAM's ambiguity training). All answers stay in ``masks`` / ``answer_valid`` for evaluation.
     """
 
-    def __init__(self, tokenizer, question_tokenizer, collate: CollateConfig, max_question_tokens: int = 32,
-                 seed: int = 0) -> None:
+    def __init__(
+        self, tokenizer, question_tokenizer, collate: CollateConfig, max_question_tokens: int = 32, seed: int = 0
+    ) -> None:
         self.base = DocumentCollator(tokenizer, collate)
         self.qtok, self.max_q, self.seed = question_tokenizer, max_question_tokens, seed
 
@@ -40,11 +41,16 @@ class SegmentCollator:
             return None
         batch = self.base([item for _, item in good])
         batch["question_ids"], batch["question_mask"] = self.questions(batch["questions"])
-        words = self.base.tokenizer(batch["questions"], padding=True, truncation=True, max_length=self.max_q,
-                                    return_tensors="pt")  # the question in the document tokenizer (lexical path)
+        words = self.base.tokenizer(
+            batch["questions"], padding=True, truncation=True, max_length=self.max_q, return_tensors="pt"
+        )  # the question in the document tokenizer (lexical path)
         batch["question_word_ids"], batch["question_word_mask"] = words["input_ids"], words["attention_mask"]
-        batch["word_match"] = torch.stack([token_matches(q, page, idx) for q, (_, (page, _)), idx
-                                           in zip(batch["questions"], good, batch["word_index"])])
+        batch["word_match"] = torch.stack(
+            [
+                token_matches(q, page, idx)
+                for q, (_, (page, _)), idx in zip(batch["questions"], good, batch["word_index"])
+            ]
+        )
         targets = []
         for (pos, _), masks, valid in zip(good, batch["masks"], batch["answer_valid"]):
             gen = torch.Generator().manual_seed(self.seed * 1_000_003 + pos)

@@ -17,16 +17,26 @@ import torch
 
 from .record import Page
 
-_ANSWER = pa.struct([("regions", pa.list_(pa.list_(pa.float32()))), ("text", pa.string()),
-                     ("word_ids", pa.list_(pa.int32()))])
-_QUESTION = pa.struct([("text", pa.string()), ("qtype", pa.string()), ("answers", pa.list_(_ANSWER)),
-                       ("template", pa.string())])
+_ANSWER = pa.struct(
+    [("regions", pa.list_(pa.list_(pa.float32()))), ("text", pa.string()), ("word_ids", pa.list_(pa.int32()))]
+)
+_QUESTION = pa.struct(
+    [("text", pa.string()), ("qtype", pa.string()), ("answers", pa.list_(_ANSWER)), ("template", pa.string())]
+)
 _WORD = pa.struct([("text", pa.string()), ("box", pa.list_(pa.float32(), 4))])
-SCHEMA = pa.schema([
-    ("doc_id", pa.string()), ("page", pa.int32()), ("width", pa.int32()), ("height", pa.int32()),
-    ("image", pa.binary()), ("source", pa.string()), ("layout", pa.string()),
-    ("words", pa.list_(_WORD)), ("questions", pa.list_(_QUESTION)),
-])
+SCHEMA = pa.schema(
+    [
+        ("doc_id", pa.string()),
+        ("page", pa.int32()),
+        ("width", pa.int32()),
+        ("height", pa.int32()),
+        ("image", pa.binary()),
+        ("source", pa.string()),
+        ("layout", pa.string()),
+        ("words", pa.list_(_WORD)),
+        ("questions", pa.list_(_QUESTION)),
+    ]
+)
 ROW_GROUP = 16
 
 

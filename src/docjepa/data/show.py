@@ -11,12 +11,20 @@ from .record import Page
 from .shards import iter_pages
 from .synth.canvas import load_font
 
-COLOURS = [(230, 25, 75), (60, 180, 75), (0, 130, 200), (245, 130, 48), (145, 30, 180), (70, 240, 240),
-           (240, 50, 230), (128, 128, 0)]
+COLOURS = [
+    (230, 25, 75),
+    (60, 180, 75),
+    (0, 130, 200),
+    (245, 130, 48),
+    (145, 30, 180),
+    (70, 240, 240),
+    (240, 50, 230),
+    (128, 128, 0),
+]
 
 
 def render_page(page: Page, words: bool = True, masks: bool = True) -> Image.Image:
-    """The page with word boxes (thin grey) and each question's answer mask in its own colour, questions listed below."""
+    """The page with word boxes (thin grey), each question's answer mask in its own colour, questions below."""
     img = np.asarray(page.pil(), dtype=np.float32)
     if masks:
         for qi, _ in enumerate(page.questions):
@@ -36,8 +44,9 @@ def render_page(page: Page, words: bool = True, masks: bool = True) -> Image.Ima
         y = 5 + qi * line_h
         ld.rectangle((5, y + 2, 5 + font.size, y + 2 + font.size), fill=COLOURS[qi % len(COLOURS)])
         answers = " | ".join(a.text for a in q.answers if a.text)
-        ld.text((12 + font.size, y), f"[{q.qtype}] {q.text}" + (f" → {answers}" if answers else ""), font=font,
-                fill="black")
+        ld.text(
+            (12 + font.size, y), f"[{q.qtype}] {q.text}" + (f" → {answers}" if answers else ""), font=font, fill="black"
+        )
     out = Image.new("RGB", (base.width, base.height + legend.height), "white")
     out.paste(base, (0, 0))
     out.paste(legend, (0, base.height))

@@ -9,8 +9,11 @@ from PIL import Image, ImageDraw, ImageFont
 
 from ..record import Box, Word, union_box
 
-FONT_DIRS = [Path("/usr/share/fonts/truetype/dejavu"), Path("/usr/share/fonts/truetype/liberation"),
-             Path("/usr/share/fonts/truetype/liberation2")]
+FONT_DIRS = [
+    Path("/usr/share/fonts/truetype/dejavu"),
+    Path("/usr/share/fonts/truetype/liberation"),
+    Path("/usr/share/fonts/truetype/liberation2"),
+]
 FAMILIES = {
     "sans": ["DejaVuSans.ttf", "LiberationSans-Regular.ttf"],
     "sans-bold": ["DejaVuSans-Bold.ttf", "LiberationSans-Bold.ttf"],
@@ -20,7 +23,7 @@ FAMILIES = {
 }
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def available_fonts() -> dict[str, list[Path]]:
     """Installed font files per family (empty lists when none is installed)."""
     return {fam: [d / n for n in names for d in FONT_DIRS if (d / n).is_file()] for fam, names in FAMILIES.items()}
@@ -59,8 +62,16 @@ class Canvas:
         self.words.append(Word(token, (float(x0), float(y0), float(x1), float(y1))))
         return len(self.words) - 1
 
-    def text(self, x: float, y: float, text: str, family: str = "sans", size: float = 14, fill: str = "black",
-             max_x: float | None = None) -> list[int]:
+    def text(
+        self,
+        x: float,
+        y: float,
+        text: str,
+        family: str = "sans",
+        size: float = 14,
+        fill: str = "black",
+        max_x: float | None = None,
+    ) -> list[int]:
         """Draw ``text`` on one line from (x, y) (in px); returns the ids of the words drawn."""
         font = self.font(family, size)
         space = font.getlength(" ")
@@ -73,8 +84,17 @@ class Canvas:
             x += width + space
         return ids
 
-    def paragraph(self, x: float, y: float, width: float, text: str, family: str = "serif", size: float = 13,
-                  leading: float = 1.35, fill: str = "black") -> tuple[list[int], float]:
+    def paragraph(
+        self,
+        x: float,
+        y: float,
+        width: float,
+        text: str,
+        family: str = "serif",
+        size: float = 13,
+        leading: float = 1.35,
+        fill: str = "black",
+    ) -> tuple[list[int], float]:
         """Word-wrap ``text`` into ``width`` px from (x, y); returns (word ids, y below the last line)."""
         font = self.font(family, size)
         line_h = font.size * leading

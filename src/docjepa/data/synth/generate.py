@@ -52,8 +52,9 @@ def page_seed(seed: int, index: int) -> int:
     return (seed * 1_000_003 + index * 7919 + 17) % (2**31 - 1)
 
 
-def generate_page(index: int, seed: int = 0, size: int = 1024, layout: str | None = None,
-                  noise: NoiseOptions = NoiseOptions()) -> Page:
+def generate_page(
+    index: int, seed: int = 0, size: int = 1024, layout: str | None = None, noise: NoiseOptions = NoiseOptions()
+) -> Page:
     """Generate page ``index`` of the synthetic set with ``seed``; ``size`` is the page height in px (A4 shape)."""
     rng = random.Random(page_seed(seed, index))
     name = layout or rng.choice(sorted(LAYOUTS))
@@ -71,8 +72,17 @@ def generate_page(index: int, seed: int = 0, size: int = 1024, layout: str | Non
         image.save(buf, "JPEG", quality=rng.randint(*noise.jpeg_quality))
     else:
         image.save(buf, "PNG", compress_level=1)
-    return Page(doc_id=f"synth-{seed}-{index:07d}", page=0, width=width, height=size, image=buf.getvalue(),
-                words=words, source=f"synthetic:{name}", layout=name, questions=questions)
+    return Page(
+        doc_id=f"synth-{seed}-{index:07d}",
+        page=0,
+        width=width,
+        height=size,
+        image=buf.getvalue(),
+        words=words,
+        source=f"synthetic:{name}",
+        layout=name,
+        questions=questions,
+    )
 
 
 def _degrade(image, words, questions, rng: random.Random, noise: NoiseOptions):
@@ -115,9 +125,18 @@ def _work(args: tuple[int, int, int, str | None, NoiseOptions]) -> Page:
     return generate_page(index, seed, size, layout, noise)
 
 
-def generate(n: int, out: Path, seed: int = 0, size: int = 1024, workers: int | None = None,
-             layout: str | None = None, noise: NoiseOptions = NoiseOptions(), pages_per_shard: int = 256,
-             progress: bool = True, append: bool = False) -> dict:
+def generate(
+    n: int,
+    out: Path,
+    seed: int = 0,
+    size: int = 1024,
+    workers: int | None = None,
+    layout: str | None = None,
+    noise: NoiseOptions = NoiseOptions(),
+    pages_per_shard: int = 256,
+    progress: bool = True,
+    append: bool = False,
+) -> dict:
     """Generate ``n`` pages into shards under ``out``; returns a summary (pages, questions, seconds)."""
     from tqdm.auto import tqdm
 
@@ -129,7 +148,10 @@ def generate(n: int, out: Path, seed: int = 0, size: int = 1024, workers: int | 
     jobs = [(i, seed, size, layout, noise) for i in range(n)]
     start = time.perf_counter()
     questions = 0
-    with ShardWriter(out, pages_per_shard, append=append) as writer, tqdm(total=n, desc="pages", disable=not progress) as bar:
+    with (
+        ShardWriter(out, pages_per_shard, append=append) as writer,
+        tqdm(total=n, desc="pages", disable=not progress) as bar,
+    ):
         if workers == 1:
             pages = map(_work, jobs)
             pool = None

@@ -47,16 +47,30 @@ def _address_lines(fake: Faker) -> list[str]:
 
 
 # ------------------------------------------------------------------------------------------- form
-FORM_TITLES = ["Application Form", "Patient Registration", "Change of Address", "Membership Application",
-               "Vehicle Registration Request", "Employee Information Sheet", "Customer Account Form"]
+FORM_TITLES = [
+    "Application Form",
+    "Patient Registration",
+    "Change of Address",
+    "Membership Application",
+    "Vehicle Registration Request",
+    "Employee Information Sheet",
+    "Customer Account Form",
+]
 FORM_FIELDS: list[tuple[str, Callable[[Faker, random.Random], str]]] = [
-    ("Full name", lambda f, r: f.name()), ("Date of birth", lambda f, r: _date(f, r)),
-    ("Email", lambda f, r: f.email()), ("Phone", lambda f, r: f.phone_number()),
-    ("Street address", lambda f, r: f.street_address()), ("City", lambda f, r: f.city()),
-    ("Postal code", lambda f, r: f.postcode()), ("Company", lambda f, r: f.company()),
-    ("Job title", lambda f, r: f.job()), ("Account number", lambda f, r: f.bban()),
-    ("Reference", lambda f, r: f"REF-{r.randint(10000, 99999)}"), ("Date", lambda f, r: _date(f, r)),
-    ("Nationality", lambda f, r: f.country()), ("Emergency contact", lambda f, r: f.name()),
+    ("Full name", lambda f, r: f.name()),
+    ("Date of birth", lambda f, r: _date(f, r)),
+    ("Email", lambda f, r: f.email()),
+    ("Phone", lambda f, r: f.phone_number()),
+    ("Street address", lambda f, r: f.street_address()),
+    ("City", lambda f, r: f.city()),
+    ("Postal code", lambda f, r: f.postcode()),
+    ("Company", lambda f, r: f.company()),
+    ("Job title", lambda f, r: f.job()),
+    ("Account number", lambda f, r: f.bban()),
+    ("Reference", lambda f, r: f"REF-{r.randint(10000, 99999)}"),
+    ("Date", lambda f, r: _date(f, r)),
+    ("Nationality", lambda f, r: f.country()),
+    ("Emergency contact", lambda f, r: f.name()),
 ]
 
 
@@ -83,9 +97,13 @@ def form(c: Canvas, fake: Faker, rng: random.Random) -> list[Question]:
             y += row_h
     y += row_h + (c.px(10) if col else 0)
     # Checkboxes: one ticked option.
-    group, options = rng.choice([("Marital status", ["Single", "Married", "Divorced", "Widowed"]),
-                                 ("Preferred contact", ["Email", "Phone", "Post"]),
-                                 ("Membership", ["Basic", "Standard", "Premium"])])
+    group, options = rng.choice(
+        [
+            ("Marital status", ["Single", "Married", "Divorced", "Widowed"]),
+            ("Preferred contact", ["Email", "Phone", "Post"]),
+            ("Membership", ["Basic", "Standard", "Premium"]),
+        ]
+    )
     c.text(m, y, group + ":", "sans-bold", 13)
     x, ticked = m + c.px(200), rng.randrange(len(options))
     chosen = None
@@ -93,8 +111,11 @@ def form(c: Canvas, fake: Faker, rng: random.Random) -> list[Question]:
         s = c.px(14)
         c.rect((x, y + c.px(2), x + s, y + c.px(2) + s), width=max(1, round(c.px(1.5))))
         if i == ticked:
-            c.draw.line([(x + 2, y + c.px(9)), (x + s / 2, y + s), (x + s - 1, y + c.px(3))], fill="black",
-                        width=max(1, round(c.px(2))))
+            c.draw.line(
+                [(x + 2, y + c.px(9)), (x + s / 2, y + s), (x + s - 1, y + c.px(3))],
+                fill="black",
+                width=max(1, round(c.px(2))),
+            )
         ids = c.text(x + s + c.px(6), y, opt, "sans", 13)
         if i == ticked:
             box = c.box_of(ids)
@@ -111,8 +132,12 @@ def form(c: Canvas, fake: Faker, rng: random.Random) -> list[Question]:
     date_ids = c.text(sx0 + c.px(300), y, "Date: " + _date(fake, rng), "sans", 13)
 
     for label, (lab, val) in rng.sample(list(values.items()), min(4, len(values))):
-        a.ask(["What is the {l}?", "What is written in the {l} field?", "Give the {l}."], "key", a.answer(val),
-              l=label.lower())
+        a.ask(
+            ["What is the {l}?", "What is written in the {l} field?", "Give the {l}."],
+            "key",
+            a.answer(val),
+            l=label.lower(),
+        )
         a.ask(["Where is the {l} field?", "Find the {l} entry."], "field", a.answer(lab + val), l=label.lower())
     a.ask(["Which {g} option is checked?", "What is ticked for {g}?"], "choice", chosen, g=group.lower())
     a.ask(["Where is the signature?", "Where should the form be signed?"], "layout", sig)
@@ -123,8 +148,21 @@ def form(c: Canvas, fake: Faker, rng: random.Random) -> list[Question]:
 
 
 # ---------------------------------------------------------------------------------------- invoice
-ITEMS = ["Consulting services", "Software licence", "Office chairs", "Printer toner", "Cloud hosting", "Support plan",
-         "Laptop stand", "Design work", "Training session", "Shipping", "Maintenance", "Cable set", "Desk lamp"]
+ITEMS = [
+    "Consulting services",
+    "Software licence",
+    "Office chairs",
+    "Printer toner",
+    "Cloud hosting",
+    "Support plan",
+    "Laptop stand",
+    "Design work",
+    "Training session",
+    "Shipping",
+    "Maintenance",
+    "Cable set",
+    "Desk lamp",
+]
 
 
 def invoice(c: Canvas, fake: Faker, rng: random.Random) -> list[Question]:
@@ -140,8 +178,11 @@ def invoice(c: Canvas, fake: Faker, rng: random.Random) -> list[Question]:
     c.text(rx, c.px(48), rng.choice(["INVOICE", "Invoice", "TAX INVOICE"]), "sans-bold", 24)
     fields = {}
     ry = c.px(88)
-    for key, val in [("Invoice no.", f"{rng.choice(['INV', 'F', 'No'])}-{rng.randint(1000, 99999)}"),
-                     ("Date", _date(fake, rng)), ("Due date", _date(fake, rng))]:
+    for key, val in [
+        ("Invoice no.", f"{rng.choice(['INV', 'F', 'No'])}-{rng.randint(1000, 99999)}"),
+        ("Date", _date(fake, rng)),
+        ("Due date", _date(fake, rng)),
+    ]:
         k = c.text(rx, ry, key + ":", "sans-bold", 12)
         v = c.text(rx + c.px(110), ry, val, "sans", 12)
         fields[key] = (k, v)
@@ -164,8 +205,12 @@ def invoice(c: Canvas, fake: Faker, rng: random.Random) -> list[Question]:
     rows = []
     for item in rng.sample(ITEMS, rng.randint(3, 8)):
         qty, price = rng.randint(1, 20), _money(rng, 5, 400)
-        cells = [c.text(cols[0], y, item, "sans", 12), c.text(cols[1], y, str(qty), "sans", 12),
-                 c.text(cols[2], y, f"{price:,.2f}", "sans", 12), c.text(cols[3], y, f"{qty * price:,.2f}", "sans", 12)]
+        cells = [
+            c.text(cols[0], y, item, "sans", 12),
+            c.text(cols[1], y, str(qty), "sans", 12),
+            c.text(cols[2], y, f"{price:,.2f}", "sans", 12),
+            c.text(cols[3], y, f"{qty * price:,.2f}", "sans", 12),
+        ]
         rows.append((item, qty, price, cells))
         y += c.px(24)
         c.hline(m, c.width - m, y - c.px(5), 1, "#ccc")
@@ -181,11 +226,19 @@ def invoice(c: Canvas, fake: Faker, rng: random.Random) -> list[Question]:
         y += c.px(22)
     c.paragraph(m, y + c.px(30), c.width - 2 * m, "Payment terms: " + fake.sentence(nb_words=14), "sans", 10)
 
-    a.ask(["What is the invoice number?", "Which number does this invoice have?"], "key", a.answer(fields["Invoice no."][1]))
+    a.ask(
+        ["What is the invoice number?", "Which number does this invoice have?"],
+        "key",
+        a.answer(fields["Invoice no."][1]),
+    )
     a.ask(["What is the invoice date?", "When was the invoice issued?"], "key", a.answer(fields["Date"][1]))
     a.ask(["What is the due date?", "By when must this be paid?"], "key", a.answer(fields["Due date"][1]))
-    a.ask(["Where is a date?", "Show a date on this invoice."], "ambiguous", a.answer(fields["Date"][1]),
-          a.answer(fields["Due date"][1]))
+    a.ask(
+        ["Where is a date?", "Show a date on this invoice."],
+        "ambiguous",
+        a.answer(fields["Date"][1]),
+        a.answer(fields["Due date"][1]),
+    )
     a.ask(["What is the total amount due?", "What is the invoice total?"], "key", a.answer(totals["Total"][1]))
     k = rng.randrange(len(rows))
     a.ask(["What is the amount of line {n}?", "Total of line {n}?"], "table", a.answer(rows[k][3][3]), n=str(k + 1))
@@ -193,8 +246,11 @@ def invoice(c: Canvas, fake: Faker, rng: random.Random) -> list[Question]:
     a.ask(["How many {i} were billed?", "What is the quantity of {i}?"], "table", a.answer(cells[1]), i=item.lower())
     a.ask(["Where is the billing address?", "Who is this invoice addressed to?"], "field", a.answer(bill))
     a.ask(["Where is the seller's address?", "Where is the sender's address?"], "field", a.answer(seller + seller_addr))
-    a.ask(["Where is the line-items table?", "Where are the invoice items listed?"], "layout",
-          Answer([box_polygon(table_box)], "", []))
+    a.ask(
+        ["Where is the line-items table?", "Where are the invoice items listed?"],
+        "layout",
+        Answer([box_polygon(table_box)], "", []),
+    )
     return a.questions
 
 
@@ -247,7 +303,7 @@ def letter(c: Canvas, fake: Faker, rng: random.Random) -> list[Question]:
     company = c.text(m, c.px(40), fake.company(), "serif-bold", 20, fill=colour)
     y = c.px(70)
     sender = []
-    for line in _address_lines(fake) + [fake.phone_number()]:
+    for line in [*_address_lines(fake), fake.phone_number()]:
         sender += c.text(m, y, line, "sans", 10, fill="#444")
         y += c.px(15)
     y += c.px(30)
@@ -284,8 +340,11 @@ def letter(c: Canvas, fake: Faker, rng: random.Random) -> list[Question]:
     a.ask(["Which company sent this letter?"], "key", a.answer(company))
     if len(paragraphs) >= 2 and paragraphs[1]:
         a.ask(["Where is the second paragraph?"], "layout", a.answer(paragraphs[1]))
-    a.ask(["Where is the signature?"], "layout",
-          Answer([box_polygon((m - 4, sy - c.px(14), m + c.px(150), sy + c.px(14)))], "", []))
+    a.ask(
+        ["Where is the signature?"],
+        "layout",
+        Answer([box_polygon((m - 4, sy - c.px(14), m + c.px(150), sy + c.px(14)))], "", []),
+    )
     return a.questions
 
 
@@ -296,8 +355,12 @@ def table(c: Canvas, fake: Faker, rng: random.Random) -> list[Question]:
     kind = rng.choice(["staff", "sales"])
     if kind == "staff":
         title_text, headers = "Staff directory", ["Name", "Department", "Phone", "Start date"]
-        gen = [lambda: fake.name(), lambda: rng.choice(["Sales", "Finance", "IT", "Legal", "HR", "Support"]),
-               lambda: fake.phone_number(), lambda: _date(fake, rng)]
+        gen = [
+            lambda: fake.name(),
+            lambda: rng.choice(["Sales", "Finance", "IT", "Legal", "HR", "Support"]),
+            lambda: fake.phone_number(),
+            lambda: _date(fake, rng),
+        ]
     else:
         title_text, headers = f"Sales by region {rng.randint(2015, 2026)}", ["Region", "Q1", "Q2", "Q3", "Q4"]
         gen = [lambda: fake.city()] + [lambda: f"{rng.randint(100, 99999):,}"] * 4
@@ -314,8 +377,12 @@ def table(c: Canvas, fake: Faker, rng: random.Random) -> list[Question]:
     for i in range(n_rows):
         y = y0 + (i + 1) * row_h
         c.rect((m, y, c.width - m, y + row_h), outline="#99a", fill="#f6f6f6" if i % 2 else None)
-        cells.append([c.text(m + j * col_w + c.px(6), y + c.px(5), g(), "sans", 11, max_x=m + (j + 1) * col_w - 4)
-                      for j, g in enumerate(gen)])
+        cells.append(
+            [
+                c.text(m + j * col_w + c.px(6), y + c.px(5), g(), "sans", 11, max_x=m + (j + 1) * col_w - 4)
+                for j, g in enumerate(gen)
+            ]
+        )
     for j in range(1, len(headers)):
         c.draw.line([(m + j * col_w, y0), (m + j * col_w, y0 + (n_rows + 1) * row_h)], fill="#99a")
     i, j = rng.randrange(n_rows), rng.randrange(1, len(headers))
@@ -328,8 +395,12 @@ def table(c: Canvas, fake: Faker, rng: random.Random) -> list[Question]:
     a.ask(["What is the title of the table?", "Where is the title?"], "layout", a.answer(title))
     r = rng.randrange(n_rows)
     row_box = (m, y0 + (r + 1) * row_h, c.width - m, y0 + (r + 2) * row_h)
-    a.ask(["Where is the row for {k}?"], "table", Answer([box_polygon(row_box)], "", []),
-          k=" ".join(c.words[w].text for w in cells[r][0]))
+    a.ask(
+        ["Where is the row for {k}?"],
+        "table",
+        Answer([box_polygon(row_box)], "", []),
+        k=" ".join(c.words[w].text for w in cells[r][0]),
+    )
     return a.questions
 
 
@@ -365,6 +436,10 @@ def multicolumn(c: Canvas, fake: Faker, rng: random.Random) -> list[Question]:
 
 
 LAYOUTS: dict[str, Callable[[Canvas, Faker, random.Random], list[Question]]] = {
-    "form": form, "invoice": invoice, "receipt": receipt, "letter": letter, "table": table,
+    "form": form,
+    "invoice": invoice,
+    "receipt": receipt,
+    "letter": letter,
+    "table": table,
     "multicolumn": multicolumn,
 }
