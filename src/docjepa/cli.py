@@ -8,7 +8,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-OVERRIDABLE = ("pretrain", "pretrain-clip", "finetune")  # commands taking --key.sub=value config overrides
+# Commands taking --key.sub=value config overrides.
+OVERRIDABLE = ("pretrain", "pretrain-clip", "finetune", "text-encoder")
 
 
 def cmd_generate(args: argparse.Namespace) -> None:
@@ -122,6 +123,9 @@ def _train_command(kind: str):
         if kind == "finetune":
             from .train.finetune import FinetuneConfig as Config
             from .train.finetune import finetune as train
+        elif kind == "text-encoder":
+            from .textenc import TextEncoderConfig as Config
+            from .textenc import run_chain as train
         else:
             from .train.clip import ClipConfig as Config
             from .train.clip import pretrain_clip as train
@@ -241,13 +245,19 @@ def build_parser() -> argparse.ArgumentParser:
             "configs/clip/tiny.yaml",
         ),
         ("finetune", "fine-tune promptable segmentation (question → mask)", "configs/finetune/tiny.yaml"),
+        (
+            "text-encoder",
+            "text-encoder chain: LLM → LLM2Vec (MNTP, SimCSE) → distilled BERT → MLM, and its evaluation "
+            "(choose stages with --stages=distill,mlm,eval)",
+            "configs/text_encoder/tiny.yaml",
+        ),
     ):
         f = sub.add_parser(
             kind, help=helptext, epilog="Any config field can be overridden as --key.sub=value, e.g. --run.steps=50."
         )
         f.add_argument("--config", type=Path, default=None, help=f"YAML file (e.g. {default})")
         f.add_argument("--out", type=Path, required=True, help="run folder (checkpoints, metrics, TensorBoard)")
-        f.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
+        f.add_argument("--resume", action="store_true", help="continue the run(s) in --out from the last checkpoint")
         f.add_argument("--no-progress", action="store_true")
         f.set_defaults(func=_train_command(kind))
     e = sub.add_parser("evaluate", help="mIoU / gIoU / cIoU of a model and of the OCR-matching baseline")
