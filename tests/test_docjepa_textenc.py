@@ -338,3 +338,38 @@ def test_config_rejects_unknown_stage_and_keys(tmp_path):
         run_chain(cfg, tmp_path / "x")
     with pytest.raises(KeyError, match=r"teacher\.width"):
         load_config(TextEncoderConfig, "configs/text_encoder/tiny.yaml", ["--teacher.width=3"])
+
+
+def test_chain_takes_a_local_llama_with_its_own_tokenizer(docs, tmp_path):
+    """A user's causal LM folder (LLaMA with a SentencePiece-style BPE tokenizer that has no pad or mask token)
+    as the teacher: MNTP, word-aligned distillation into the WordPiece student, and the evaluation run."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    from docjepa.textenc import TextEncoderConfig, run_chain
+
+    bpe = Tokenizer(models.BPE(unk_token="<unk>"))
+    bpe.pre_tokenizer = pre_tokenizers.Metaspace()
+    bpe.train_from_iterator(TEXTS, trainers.BpeTrainer(vocab_size=200, special_tokens=["<unk>", "<s>", "</s>"]))
+    llama_tok = PreTrainedTokenizerFast(tokenizer_object=bpe, unk_token="<unk>", bos_token="<s>", eos_token="</s>")
+    assert llama_tok.pad_token is None and llama_tok.mask_token is None
+    llama_dir = tmp_path / "llama"
+    llama_tok.save_pretrained(llama_dir)
+    small_llama(llama_tok).save_pretrained(llama_dir)
+
+    overrides = [
+        f"--teacher.init={llama_dir}",
+        "--stages=teacher,mntp,distill,eval",
+        f"--data.train=[{docs / 'd'}]",
+        f"--eval.data=[{docs / 'd'}]",
+        "--data.vocab_size=500",
+        "--eval.agreement_texts=40",
+    ]
+    for stage in ("mntp", "distill"):
+        overrides += [f"--{stage}.run.steps=2", f"--{stage}.run.batch_size=4", f"--{stage}.optim.rank=8"]
+    cfg = load_config(TextEncoderConfig, "configs/text_encoder/tiny.yaml", overrides)
+    report = run_chain(cfg, tmp_path / "out", progress=False)
+    assert not (tmp_path / "out" / "teacher").exists()  # nothing trained: the user's LM is the teacher
+    assert isinstance(load_lm(tmp_path / "out" / "mntp" / "checkpoints" / "step-0000002" / "model"), BidirectionalLM)
+    assert {"teacher: causal LM", "teacher: + MNTP", "BERT: distilled"} <= set(report["results"])
+    lines = (tmp_path / "out" / "distill" / "metrics.jsonl").read_text().splitlines()
+    assert all(math.isfinite(json.loads(line)["hidden_mse"]) for line in lines)

@@ -252,8 +252,9 @@ def build_parser() -> argparse.ArgumentParser:
             "configs/text_encoder/tiny.yaml",
         ),
     ):
+        example = "--teacher.run.steps=50" if kind == "text-encoder" else "--run.steps=50"
         f = sub.add_parser(
-            kind, help=helptext, epilog="Any config field can be overridden as --key.sub=value, e.g. --run.steps=50."
+            kind, help=helptext, epilog=f"Any config field can be overridden as --key.sub=value, e.g. {example}."
         )
         f.add_argument("--config", type=Path, default=None, help=f"YAML file (e.g. {default})")
         f.add_argument("--out", type=Path, required=True, help="run folder (checkpoints, metrics, TensorBoard)")
