@@ -101,6 +101,8 @@ def test_predict_on_a_pdf(demo, tmp_path):
     assert abs(result["width"] - 595) <= 1 and abs(result["height"] - 842) <= 1  # A4 at 72 dpi
     assert Image.open(result["files"]["overlay"]).size == mask.size
     assert Image.open(result["files"]["mask2"]).size == mask.size
+    x0, y0, x1, y1 = result["lexical_prior_box"]  # the OCR matcher's value box, given to the model as mask prompt
+    assert x1 > x0 > 100 and abs((y0 + y1) / 2 - (842 - 740 - 4)) < 8  # "INV-48213", right of the label, on its line
     with pytest.raises(SystemExit, match="out of range"):
         main(
             [

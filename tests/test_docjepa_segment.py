@@ -11,13 +11,13 @@ from transformers import CLIPTextConfig, CLIPTextModel, PreTrainedTokenizerFast
 from docjepa.data.collate import CollateConfig
 from docjepa.data.lexical import content_words, word_matches
 from docjepa.data.record import Page, Question, Word
-from docjepa.data.segment import SegmentCollator
+from docjepa.data.segment import SegmentCollator, lexical_prior
 from docjepa.data.shards import DocumentDataset
 from docjepa.data.split import SplitConfig, held_out, question_pairs
 from docjepa.eval.baseline import baseline_box
 from docjepa.eval.metrics import Scores, best_answer, iou_parts
 from docjepa.modeling import build_config
-from docjepa.modeling.mask_decoder import dice_loss, focal_loss, mask_iou, sam_loss
+from docjepa.modeling.mask_decoder import dice_loss, focal_loss, mask_iou, sam_loss, tokens_inside, word_cover
 from docjepa.modeling.segmentation import DocJepaForSegmentation
 from docjepa.predictor import DocumentPredictor
 from docjepa.train.clip import ClipCollator, ClipPretrainer
@@ -164,6 +164,54 @@ def test_baseline_finds_the_value_next_to_the_key():
     assert word_matches("Where is the billing address?", ["Billing", "address:", "the"]) == [True, True, False]
 
 
+def test_lexical_prior_is_the_baseline_box_in_the_mask_frame():
+    words = _page([("Date:", (10, 40, 40, 50)), ("12", (45, 40, 57, 50)), ("May", (60, 40, 80, 50))])
+    page = Page("x", 0, 400, 200, b"", words, "t")  # wider than tall: scale = 256 / 400 onto the square
+    m = lexical_prior("When is the date?", page, 256, 128)
+    f = 256 / 400 * 128 / 256  # page pixels → mask pixels
+    ys, xs = m.nonzero(as_tuple=True)
+    assert m.shape == (128, 128) and set(m.unique().tolist()) == {0.0, 1.0}
+    assert xs.min() == int((45 - 2) * f) and xs.max() == int(np.ceil((80 + 2) * f)) - 1  # box of "12 May", padded
+    assert ys.min() == int((40 - 2) * f) and ys.max() == int(np.ceil((50 + 2) * f)) - 1
+    assert lexical_prior("Who signed it?", page, 256, 128).sum() == 0  # no match: no prompt
+
+
+def test_mask_prompt_reaches_the_decoder(docs, tok, gen):
+    torch.manual_seed(0)
+    model = DocJepaForSegmentation(build_config("tiny", len(tok))).eval()
+    pairs = question_pairs([docs / "d"], SplitConfig(), "all")[:3]
+    ds = DocumentDataset(docs / "d")
+    collate = SegmentCollator(
+        tok, tok, CollateConfig(image_size=256, mask_size=128, max_tokens=128), seed=0, lexical_prior=True
+    )
+    b = collate([(i, (ds[p], q)) for i, (p, q) in enumerate(pairs)])
+    assert b["prior"].shape == (3, 1, 128, 128) and b["prior"].sum() > 0
+    # Which tokens lie in a mask: against a loop over each token's box.
+    mask = (torch.rand(3, 1, 128, 128, generator=gen) > 0.7).float()
+    cover = word_cover(b["bbox"], b["attention_mask"], 128)
+    inside = tokens_inside(mask, cover, b["bbox"].shape[1])
+    for i in range(3):
+        for t in range(b["bbox"].shape[1]):
+            x0, y0, x1, y1 = (b["bbox"][i, t].float() * 128 / 1000).tolist()
+            real = b["attention_mask"][i, t] > 0 and x1 > x0 and y1 > y0
+            lo_x, lo_y = int(np.floor(x0)), int(np.floor(y0))
+            hi_x, hi_y = max(int(np.ceil(x1)), lo_x + 1), max(int(np.ceil(y1)), lo_y + 1)
+            expected = bool(real and mask[i, 0, lo_y:hi_y, lo_x:hi_x].sum() > 0)
+            assert bool(inside[i, t]) == expected
+    with torch.no_grad():
+        emb = model.encode_image(b["pixel_values"], b["input_ids"], b["attention_mask"], b["bbox"])
+        args = dict(question_word_ids=b["question_word_ids"], question_word_mask=b["question_word_mask"])
+        plain = model.decode(emb, b["question_ids"], b["question_mask"], **args)
+        prompted = model.decode(emb, b["question_ids"], b["question_mask"], mask_prompt=mask, **args)
+        assert not torch.allclose(plain.masks, prompted.masks)
+        empty = model.decode(emb, b["question_ids"], b["question_mask"], mask_prompt=torch.zeros_like(mask), **args)
+        torch.testing.assert_close(empty.masks, plain.masks)  # an all-zero prompt means "no prompt"
+        dense = model.prompt_encoder.dense(torch.cat([mask[:1], torch.zeros_like(mask[:1])]), 2, 16)
+        torch.testing.assert_close(dense[1], model.prompt_encoder.no_mask.weight.view(-1, 1, 1).expand(-1, 16, 16))
+        with pytest.raises(ValueError, match="mask prompt"):
+            model.decode(emb, b["question_ids"], b["question_mask"], mask_prompt=mask[..., :64, :64])
+
+
 def test_split_holds_out_layouts_and_templates(docs):
     cfg = SplitConfig()
     train, held, everything = (question_pairs([docs / "d"], cfg, part) for part in ("train", "heldout", "all"))
@@ -203,6 +251,12 @@ def test_predictor_caches_the_page_and_takes_prompts(docs, tok, monkeypatch):
     predictor.set_image(page.pil(), page.words)
     again = predictor.predict(page.questions[0].text)
     np.testing.assert_allclose(again.logits.numpy(), first.logits.numpy(), atol=1e-4)
+    # A model fine-tuned with the lexical prior gets the OCR matcher's box as its mask prompt.
+    q = next(q.text for q in page.questions if lexical_prior(q.text, page, 256, 128).sum() > 0)
+    plain = predictor.predict(q)
+    model.config.lexical_prior = True
+    prompted = predictor.predict(q)
+    assert not np.allclose(prompted.logits.numpy(), plain.logits.numpy())
 
 
 def test_clip_tower_learns_region_text_pairs_and_loads_user_checkpoints(docs, tok, tmp_path):

@@ -10,6 +10,7 @@ from PIL import Image
 
 from .data.importer import ImportSummary, import_image, import_pdf
 from .data.record import Page
+from .eval.baseline import baseline_box
 from .predictor import DocumentPredictor, Prediction
 
 
@@ -53,7 +54,14 @@ def words_in(page: Page, mask: np.ndarray) -> list[str]:
     return out
 
 
-def write_prediction(page: Page, pred: Prediction, question: str, prefix: Path, all_masks: bool = False) -> dict:
+def write_prediction(
+    page: Page,
+    pred: Prediction,
+    question: str,
+    prefix: Path,
+    all_masks: bool = False,
+    prior_box: tuple[float, float, float, float] | None = None,
+) -> dict:
     prefix.parent.mkdir(parents=True, exist_ok=True)
     best = pred.best
     mask = pred.masks[best]
@@ -76,6 +84,7 @@ def write_prediction(page: Page, pred: Prediction, question: str, prefix: Path, 
         "mask_box": [int(xs.min()), int(ys.min()), int(xs.max()) + 1, int(ys.max()) + 1] if len(xs) else None,
         "mask_pixels": int(mask.sum()),
         "words": words_in(page, mask),
+        "lexical_prior_box": [round(float(v), 1) for v in prior_box] if prior_box else None,
         "files": files,
     }
     Path(files["json"]).write_text(json.dumps(result, indent=1) + "\n")
@@ -98,4 +107,5 @@ def predict_file(
     doc = load_page(image, pdf, page, dpi, lang)
     predictor = DocumentPredictor.from_pretrained(checkpoint, device=device)
     predictor.set_page(doc)
-    return write_prediction(doc, predictor.predict(question), question, Path(out), all_masks=multimask)
+    prior = baseline_box(question, doc.words) if predictor.model.config.lexical_prior else None
+    return write_prediction(doc, predictor.predict(question), question, Path(out), multimask, prior)

@@ -19,7 +19,7 @@ from PIL import Image
 
 from .data.collate import CollateConfig, DocumentCollator
 from .data.record import Page, Word
-from .data.segment import token_matches
+from .data.segment import lexical_prior, token_matches
 
 
 @dataclass
@@ -108,13 +108,16 @@ class DocumentPredictor:
         """(N, M, M) logits in the square frame and (N,) scores. Points (P, 2) / box (4,) in page pixels."""
         if self.encoding is None:
             raise RuntimeError("call set_page (or set_image) before predict")
-        q_ids = q_mask = w_ids = w_mask = match = pts = labels = bx = None
+        q_ids = q_mask = w_ids = w_mask = match = pts = labels = bx = prior = None
         if question is not None:
             enc = self.qtok([question], padding=True, truncation=True, max_length=self.max_q, return_tensors="pt")
             q_ids, q_mask = enc["input_ids"].to(self.device), enc["attention_mask"].to(self.device)
             enc = self.tokenizer([question], truncation=True, max_length=self.max_q, return_tensors="pt")
             w_ids, w_mask = enc["input_ids"].to(self.device), enc["attention_mask"].to(self.device)
             match = token_matches(question, self.page, self.word_index).unsqueeze(0).to(self.device)
+            if self.model.config.lexical_prior:
+                m = self.model.config.mask_size
+                prior = lexical_prior(question, self.page, self.size, m).view(1, 1, m, m).to(self.device)
         if points is not None:
             pts = torch.as_tensor(points, dtype=torch.float32, device=self.device).view(1, -1, 2) * self.scale
             labels = torch.as_tensor(
@@ -133,6 +136,7 @@ class DocumentPredictor:
             question_word_ids=w_ids,
             question_word_mask=w_mask,
             word_match=match,
+            mask_prompt=prior,
         )
         return out.masks[0].float(), out.iou[0].float()
 

@@ -110,6 +110,14 @@ def word_cover(bbox: Tensor, attention_mask: Tensor, size: int) -> WordCover:
     return WordCover(sample=sample, token=token, pixel=pixel, count=count, size=size)
 
 
+def tokens_inside(mask: Tensor, cover: WordCover, length: int) -> Tensor:
+    """(B, L) bool: some pixel of the token's box is set in ``mask`` (B, 1, S, S), S = ``cover.size``."""
+    b = cover.count.shape[0]
+    hits = mask.flatten(1)[cover.sample, cover.pixel] > 0
+    out = torch.zeros(b, length, dtype=torch.bool, device=mask.device)
+    return out.index_put_((cover.sample[hits], cover.token[hits]), torch.ones_like(hits[hits]))
+
+
 def paint(feats: Tensor, cover: WordCover) -> Tensor:
     """Token features (B, L, C) painted into their boxes → (B, C, size, size), averaged where boxes overlap."""
     b, _, c = feats.shape
@@ -139,7 +147,8 @@ class WordDecoder(nn.Module):
     The page's fused OCR tokens attend to each other (their 2-D layout is in them) and to the question: its
     CLIP token states, and the same question embedded with the text encoder's own word table, so a question
     word and the identical word on the page meet as identical vectors (the lexical match the OCR baseline
-    relies on, learned rather than hand-coded), plus an exact-match flag per page token (as DrQA's reader).
+    relies on, learned rather than hand-coded), plus an exact-match flag per page token (as DrQA's reader)
+    and, given a mask prompt, a learned vector added to the tokens inside it.
     Each token gets an answer logit (trained on which tokens lie
     inside the answer) and features that are painted into its box and added to SAM's upscaled embedding.
     """
@@ -148,6 +157,7 @@ class WordDecoder(nn.Module):
         super().__init__()
         self.lexical = nn.Linear(text_dim, dim)
         self.match = nn.Embedding(2, dim)  # DrQA's exact-match feature: does this page token occur in the question?
+        self.prior = nn.Linear(1, dim, bias=False)  # added to tokens inside the mask prompt (nothing to the rest)
         self.self_blocks = nn.ModuleList(SelfBlock(dim, heads) for _ in range(layers))
         self.cross_blocks = nn.ModuleList(CrossBlock(dim, heads) for _ in range(layers))
         self.norm = nn.LayerNorm(dim)
@@ -163,10 +173,12 @@ class WordDecoder(nn.Module):
         question_words: Tensor | None,
         question_words_mask: Tensor | None,
         match: Tensor | None = None,
+        prior: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:
         """words (B, L, D) fused OCR tokens; question (B, T, D) prompt tokens; question_words (B, T', Ht) the
         question in the text encoder's word embeddings; match (B, L) bool, the page token's id occurs in the
-        question → token logits (B, L), token features (B, L, out)."""
+        question; prior (B, L) bool, the token lies inside the mask prompt → token logits (B, L), token
+        features (B, L, out)."""
         memory, pad = question, question_mask == 0
         if question_words is not None:
             memory = torch.cat([memory, self.lexical(question_words)], dim=1)
@@ -174,6 +186,8 @@ class WordDecoder(nn.Module):
         x, padding = words, attention_mask == 0
         if match is not None:
             x = x + self.match(match.long())
+        if prior is not None:
+            x = x + self.prior(prior.to(x.dtype).unsqueeze(-1))
         for self_block, cross in zip(self.self_blocks, self.cross_blocks):
             x = self_block(x, padding)
             x = cross(x, memory, kv_padding=pad)

@@ -40,6 +40,8 @@ class DocJepaConfig(PretrainedConfig):
         decoder_layers: int = 2,
         mask_outputs: int = 3,
         mask_scale: int = 1,
+        lexical_prior: bool = False,
+        prior_gain: float = 0.0,
         **kwargs,
     ) -> None:
         self.image = dict(image or {})
@@ -62,6 +64,10 @@ class DocJepaConfig(PretrainedConfig):
         self.mask_outputs = mask_outputs
         self.mask_scale = mask_scale
         """Masks are 4 · mask_scale × the embedding grid (SAM: 4, i.e. 256 px for a 1024-px input)."""
+        self.lexical_prior = lexical_prior
+        """The OCR matcher's answer box is given to the decoder as its mask prompt (training and prediction)."""
+        self.prior_gain = prior_gain
+        """Initial weight of a mask prompt (as ±1) added to the mask logits; 0 = not added."""
 
         super().__init__(**kwargs)
 

@@ -3,8 +3,10 @@
 The question goes through transformers' ``CLIPTextModel``; its pooled output (the end-of-text token) and its
 token states are projected to the decoder width and become sparse prompt tokens. Points and boxes are encoded as in SAM:
 random Fourier features of the normalised coordinates (transformers' ``SamPositionalEmbedding``, also used for
-the image-wide positional map the decoder needs) plus a learned embedding per prompt kind. No mask prompt is
-used, so the dense prompt is SAM's learned "no mask" embedding broadcast over the grid.
+the image-wide positional map the decoder needs) plus a learned embedding per prompt kind. A mask prompt (a
+coarse mask to refine, e.g. the OCR matcher's box, see ``docjepa.data.segment.lexical_prior``) goes through
+SAM's convolutional mask embedding (transformers' ``SamMaskEmbedding``) to the dense prompt; without one the
+dense prompt is SAM's learned "no mask" embedding broadcast over the grid.
 """
 
 from __future__ import annotations
@@ -13,9 +15,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 from transformers import CLIPTextConfig, CLIPTextModel
-from transformers.models.sam.modeling_sam import SamPositionalEmbedding
+from transformers.models.sam.modeling_sam import SamMaskEmbedding, SamPositionalEmbedding
 
 
 class QuestionEncoder(nn.Module):
@@ -61,7 +64,24 @@ class GeometryPromptEncoder(nn.Module):
         self.point_kind = nn.Embedding(2, dim)  # negative, positive
         self.corner_kind = nn.Embedding(2, dim)  # top-left, bottom-right
         self.no_mask = nn.Embedding(1, dim)
+        self.mask_embed = SamMaskEmbedding(
+            SimpleNamespace(mask_input_channels=16, hidden_act="gelu", layer_norm_eps=1e-6, hidden_size=dim)
+        )
         self.image_size = image_size
+
+    def dense(self, masks: Tensor | None, batch: int, side: int) -> Tensor:
+        """(B, 1, S, S) mask prompts (S a multiple of 4 · side; an all-zero mask means "none") or None → the
+        (B, D, side, side) dense prompt."""
+        d = self.no_mask.weight.shape[1]
+        none = self.no_mask.weight.view(1, d, 1, 1).expand(batch, d, side, side)
+        if masks is None:
+            return none
+        if masks.shape[-1] % (4 * side) or masks.shape[-1] != masks.shape[-2]:
+            raise ValueError(f"mask prompt must be square with a side that is a multiple of {4 * side}")
+        masks = masks.to(none.dtype)
+        small = F.avg_pool2d(masks, masks.shape[-1] // (4 * side))  # (B, 1, 4·side, 4·side), as SAM's input
+        given = masks.flatten(1).amax(1) > 0
+        return torch.where(given.view(-1, 1, 1, 1), self.mask_embed(small), none)
 
     def image_positions(self, side: int) -> Tensor:
         """(1, D, side, side) positional map of the image embedding grid."""

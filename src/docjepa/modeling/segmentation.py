@@ -6,10 +6,19 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
 from transformers import CLIPTextConfig
 
-from .mask_decoder import LayoutPainter, MaskDecoder, WordCover, WordDecoder, paint, sam_loss, word_cover
+from .mask_decoder import (
+    LayoutPainter,
+    MaskDecoder,
+    WordCover,
+    WordDecoder,
+    paint,
+    sam_loss,
+    tokens_inside,
+    word_cover,
+)
 from .model import DocJepaConfig, DocJepaModel, DocJepaPreTrainedModel
 from .prompt_encoder import GeometryPromptEncoder, QuestionEncoder
 
@@ -79,6 +88,7 @@ class DocJepaForSegmentation(DocJepaPreTrainedModel):
         self.word_decoder = WordDecoder(
             d, self.backbone.text_encoder.hidden_size, d // 8, config.decoder_layers, config.decoder_heads
         )
+        self.prior_gain = nn.Parameter(torch.tensor(float(config.prior_gain)))  # learned from its initial value
         self.post_init()
 
     def encode_image(
@@ -107,13 +117,18 @@ class DocJepaForSegmentation(DocJepaPreTrainedModel):
         question_word_ids: Tensor | None = None,
         question_word_mask: Tensor | None = None,
         word_match: Tensor | None = None,
+        mask_prompt: Tensor | None = None,
     ) -> SegmentationOutput:
         """Prompts → masks for encoded pages. At least one of question, points, boxes. question_ids (B, T) in the
         question tokenizer; question_word_ids (B, T') the same question in the document tokenizer (optional,
         enables the lexical path); word_match (B, L) bool, page tokens whose word is in the question
         (``docjepa.data.segment.token_matches``); points (B, P, 2) and boxes (B, 4) in pixels of the square
-        model input."""
+        model input; mask_prompt (B, 1, M, M) a coarse mask to refine at the output resolution (all zeros: none),
+        e.g. ``docjepa.data.segment.lexical_prior``."""
         tokens, high_res, token_logits = [], page.words, None
+        if mask_prompt is not None and mask_prompt.shape[-1] != page.cover.size:
+            raise ValueError(f"mask prompt is {mask_prompt.shape[-1]} px, the decoder's masks {page.cover.size} px")
+        inside = None if mask_prompt is None else tokens_inside(mask_prompt, page.cover, page.text.shape[1])
         if question_ids is not None:
             q = self.question_encoder(question_ids, question_mask)  # (B, 1 + T, D)
             tokens.append(q)
@@ -122,7 +137,7 @@ class DocJepaForSegmentation(DocJepaPreTrainedModel):
             if question_word_ids is not None:
                 words = self.backbone.text_encoder.bert.embeddings.word_embeddings(question_word_ids)
             token_logits, feats = self.word_decoder(
-                page.text, page.attention_mask, q, q_mask, words, question_word_mask, word_match
+                page.text, page.attention_mask, q, q_mask, words, question_word_mask, word_match, inside
             )
             high_res = high_res + paint(feats, page.cover)
         geo = self.prompt_encoder(points, point_labels, boxes)
@@ -132,10 +147,13 @@ class DocJepaForSegmentation(DocJepaPreTrainedModel):
             raise ValueError("give a question, points or a box")
         sparse = torch.cat(tokens, dim=1)  # (B, N, D)
         image = page.image
-        b, d, g, _ = image.shape
+        b, _, g, _ = image.shape
         pos = self.prompt_encoder.image_positions(g).to(image.dtype).expand(b, -1, -1, -1)
-        dense = self.prompt_encoder.no_mask.weight.view(1, d, 1, 1).expand(b, d, g, g)
+        dense = self.prompt_encoder.dense(mask_prompt, b, g).to(image.dtype)
         masks, iou = self.mask_decoder(image, pos, sparse, dense, multimask, high_res=high_res)
+        if mask_prompt is not None and self.config.prior_gain:  # the prompt as a residual: refine, don't redraw
+            given = (mask_prompt.flatten(1).amax(1) > 0).view(-1, 1, 1, 1)
+            masks = masks + given * self.prior_gain * (2 * mask_prompt.to(masks.dtype) - 1)
         return SegmentationOutput(masks=masks, iou=iou, token_logits=token_logits)
 
     def forward(self, batch: dict, multimask: bool = True) -> dict[str, Tensor]:
@@ -150,6 +168,7 @@ class DocJepaForSegmentation(DocJepaPreTrainedModel):
             question_word_ids=batch.get("question_word_ids"),
             question_word_mask=batch.get("question_word_mask"),
             word_match=batch.get("word_match"),
+            mask_prompt=batch.get("prior"),
         )
         losses = sam_loss(out.masks, out.iou, batch["target"])
         labels = token_targets(batch["target"], batch["bbox"], batch["attention_mask"])

@@ -38,6 +38,11 @@ class SegModelConfig:
     """Local CLIP folder (``docjepa pretrain-clip`` output, or a user's CLIP checkpoint) for the question tower."""
     text_encoder: str = ""
     """Local BERT folder for the text encoder when starting from scratch."""
+    lexical_prior: bool = True
+    """Give the decoder the OCR matcher's answer box as a mask prompt to refine (False: the question alone)."""
+    prior_gain: float = 2.0
+    """Initial (learned) weight with which that mask prompt, as ±1, is also added to the mask logits."""
+    """Give the decoder the OCR matcher's answer box as a mask prompt to refine (False: the question alone)."""
 
 
 @dataclass
@@ -88,18 +93,22 @@ def build_segmentation_model(cfg: FinetuneConfig, tokenizer, ckpt: Path | None) 
         return DocJepaForSegmentation.from_pretrained(ckpt / "model")
     if cfg.model.init:
         src = resolve_model_dir(cfg.model.init)
-        model = DocJepaForSegmentation(DocJepaConfig.from_pretrained(src))
-        n = load_weights(model, src)
-        log.info("initialised %d tensors from %s", n, src)
+        config = DocJepaConfig.from_pretrained(src)
     else:
         special = {
             "pad_token_id": tokenizer.pad_token_id,
             "bos_token_id": tokenizer.cls_token_id,
             "eos_token_id": tokenizer.sep_token_id,
         }
-        model = DocJepaForSegmentation(build_config(cfg.model.preset, len(tokenizer), special_ids=special))
-        if cfg.model.text_encoder:
-            model.backbone.text_encoder.load_bert(cfg.model.text_encoder)
+        config = build_config(cfg.model.preset, len(tokenizer), special_ids=special)
+    config.lexical_prior = cfg.model.lexical_prior
+    config.prior_gain = cfg.model.prior_gain if cfg.model.lexical_prior else 0.0
+    model = DocJepaForSegmentation(config)
+    if cfg.model.init:
+        n = load_weights(model, src)
+        log.info("initialised %d tensors from %s", n, src)
+    elif cfg.model.text_encoder:
+        model.backbone.text_encoder.load_bert(cfg.model.text_encoder)
     if cfg.model.clip:
         model.question_encoder.load_clip(resolve_model_dir(cfg.model.clip))
         model.config.clip = model.question_encoder.clip.config.to_dict()
@@ -146,6 +155,7 @@ def finetune(
         CollateConfig(image_size=size, mask_size=mcfg.mask_size, max_tokens=cfg.data.max_tokens),
         cfg.data.max_question_tokens,
         seed=cfg.run.seed,
+        lexical_prior=mcfg.lexical_prior,
     )
     loader = make_loader(
         EpochDataset(pages, cfg.run.seed, pairs), collate, cfg.run.batch_size, samples, cfg.data.workers
