@@ -150,3 +150,36 @@ def test_predict_on_an_image(demo, tmp_path):
     )
     result = json.loads((tmp_path / "scan.json").read_text())
     assert (result["width"], result["height"]) == (600, 300)
+
+
+def test_finetune_with_frozen_backbone_and_question_dropout(demo, tmp_path):
+    import torch
+
+    from docjepa.modeling.segmentation import DocJepaForSegmentation
+    from docjepa.train.checkpoint import resolve_model_dir
+
+    out = tmp_path / "ft"
+    main(
+        [
+            "finetune",
+            "--config",
+            "configs/finetune/tiny.yaml",
+            f"--data.train=[{demo / 'data' / 'train'}]",
+            f"--data.tokenizer={demo / 'tokenizer'}",
+            f"--model.init={demo / 'finetune'}",  # a whole segmentation model: every tensor has a reference
+            "--model.freeze_backbone=true",
+            "--model.question_dropout=0.5",
+            "--run.steps=3",
+            "--run.threads=2",
+            "--out",
+            str(out),
+            "--no-progress",
+        ]
+    )
+    before = DocJepaForSegmentation.from_pretrained(resolve_model_dir(demo / "finetune")).state_dict()
+    after = DocJepaForSegmentation.from_pretrained(resolve_model_dir(out)).state_dict()
+    backbone = [k for k in after if k.startswith("backbone.") and after[k].is_floating_point()]
+    decoder = [k for k in after if k.startswith(("mask_decoder.", "word_decoder.")) and after[k].is_floating_point()]
+    assert backbone and decoder
+    assert all(torch.equal(before[k], after[k]) for k in backbone)  # frozen
+    assert sum(not torch.equal(before[k], after[k]) for k in decoder) > len(decoder) // 2  # trained

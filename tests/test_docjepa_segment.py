@@ -10,16 +10,17 @@ from transformers import CLIPTextConfig, CLIPTextModel, PreTrainedTokenizerFast
 
 from docjepa.data.collate import CollateConfig
 from docjepa.data.lexical import content_words, word_matches
-from docjepa.data.record import Page, Question, Word
+from docjepa.data.record import Answer, Page, Question, Word, box_polygon
 from docjepa.data.segment import SegmentCollator, lexical_prior
 from docjepa.data.shards import DocumentDataset
 from docjepa.data.split import SplitConfig, held_out, question_pairs
 from docjepa.eval.baseline import baseline_box
+from docjepa.eval.evaluate import answer_masks
 from docjepa.eval.metrics import Scores, best_answer, iou_parts
 from docjepa.modeling import build_config
 from docjepa.modeling.mask_decoder import dice_loss, focal_loss, mask_iou, sam_loss, tokens_inside, word_cover
 from docjepa.modeling.segmentation import DocJepaForSegmentation
-from docjepa.predictor import DocumentPredictor
+from docjepa.predictor import DocumentPredictor, Prediction, choose_mask
 from docjepa.train.clip import ClipCollator, ClipPretrainer
 
 
@@ -171,9 +172,45 @@ def test_lexical_prior_is_the_baseline_box_in_the_mask_frame():
     f = 256 / 400 * 128 / 256  # page pixels → mask pixels
     ys, xs = m.nonzero(as_tuple=True)
     assert m.shape == (128, 128) and set(m.unique().tolist()) == {0.0, 1.0}
-    assert xs.min() == int((45 - 2) * f) and xs.max() == int(np.ceil((80 + 2) * f)) - 1  # box of "12 May", padded
-    assert ys.min() == int((40 - 2) * f) and ys.max() == int(np.ceil((50 + 2) * f)) - 1
+    # the box of "12 May" padded by 2 page px, within the pixel a polygon fill may round to
+    assert abs(xs.min() - (45 - 2) * f) <= 1 and abs(xs.max() + 1 - (80 + 2) * f) <= 1
+    assert abs(ys.min() - (40 - 2) * f) <= 1 and abs(ys.max() + 1 - (50 + 2) * f) <= 1
+    assert int(m.sum()) == (xs.max() - xs.min() + 1) * (ys.max() - ys.min() + 1)  # a filled rectangle
+    drawn = Page(
+        "x", 0, 400, 200, b"", words, "t", questions=[Question("q", "key", [Answer([box_polygon((43, 38, 82, 52))])])]
+    )
+    assert np.array_equal(m.numpy() > 0, answer_masks(drawn, 0, f, 128)[0])  # drawn as answers are (2 px padding)
     assert lexical_prior("Who signed it?", page, 256, 128).sum() == 0  # no match: no prompt
+
+
+def test_choose_mask_skips_empty_candidates(gen):
+    logits = torch.randn(3, 16, 16, generator=gen)
+    logits[1] = -torch.rand(16, 16, generator=gen) - 0.1  # nothing above 0: an empty mask
+    scores = torch.tensor([0.2, 0.9, 0.5])
+    assert choose_mask(logits, scores) == 2  # the empty one has the top score but is passed over
+    assert choose_mask(logits, torch.tensor([0.6, 0.9, 0.5])) == 0
+    assert choose_mask(-logits.abs() - 0.1, scores) == 1  # all empty: the highest score
+    pred = Prediction(logits=logits, scores=scores.numpy(), masks=(logits > 0).numpy())
+    assert pred.best == 2
+
+
+def test_question_dropout_blanks_questions_of_prompted_samples_only(docs, tok):
+    ds = DocumentDataset(docs / "d")
+    items = [(i, (ds[p], q)) for i, (p, q) in enumerate(question_pairs([docs / "d"], SplitConfig(), "all"))]
+    cfg = CollateConfig(image_size=256, mask_size=128, max_tokens=128)
+    keep = SegmentCollator(tok, tok, cfg, seed=0, lexical_prior=True)(items)
+    drop = SegmentCollator(tok, tok, cfg, seed=0, lexical_prior=True, question_dropout=0.5)(items)
+    prompted = keep["prior"].flatten(1).amax(1) > 0
+    blank = torch.tensor([q == "" for q in drop["questions"]])
+    assert prompted.any() and (~prompted).any()
+    assert not (blank & ~prompted).any()  # a sample without a prompt keeps its question
+    assert 0 < int(blank.sum()) < int(prompted.sum())  # about half of the prompted ones lose it
+    assert torch.equal(drop["prior"], keep["prior"]) and torch.equal(drop["target"], keep["target"])
+    assert (drop["word_match"][blank] == 0).all() and (drop["question_mask"][blank].sum(1) <= 2).all()
+    again = SegmentCollator(tok, tok, cfg, seed=0, lexical_prior=True, question_dropout=0.5)(items)
+    assert again["questions"] == drop["questions"]  # drawn per position: the same on a resumed run
+    with pytest.raises(ValueError, match="question_dropout"):
+        SegmentCollator(tok, tok, cfg, question_dropout=1.0)
 
 
 def test_mask_prompt_reaches_the_decoder(docs, tok, gen):

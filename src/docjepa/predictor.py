@@ -22,6 +22,19 @@ from .data.record import Page, Word
 from .data.segment import lexical_prior, token_matches
 
 
+def choose_mask(logits: torch.Tensor, scores: torch.Tensor) -> int:
+    """Which of N candidate masks (N, H, W) logits to return: the highest predicted IoU among the non-empty ones.
+
+    A question about a page always has an answer region, so an empty mask is never the answer; on unfamiliar
+    pages the IoU head can rank an empty output first (SAM filters its automatic masks on quality for the same
+    reason). When every candidate is empty, the highest predicted IoU."""
+    filled = (logits > 0).flatten(1).any(1).cpu()
+    s = torch.as_tensor(scores, dtype=torch.float32).detach().cpu().clone()
+    if filled.any():
+        s[~filled] = float("-inf")
+    return int(s.argmax())
+
+
 @dataclass
 class Prediction:
     """Masks for one prompt."""
@@ -35,8 +48,8 @@ class Prediction:
 
     @property
     def best(self) -> int:
-        """Index of the mask with the highest predicted IoU."""
-        return int(np.argmax(self.scores))
+        """Index of the mask to return: the highest predicted IoU among non-empty masks (see :func:`choose_mask`)."""
+        return choose_mask(torch.from_numpy(self.masks).float() * 2 - 1, torch.from_numpy(self.scores))
 
 
 class DocumentPredictor:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 
 from ..eval.baseline import baseline_box
 from .collate import CollateConfig, DocumentCollator
 from .lexical import word_matches
-from .record import Page
+from .record import Page, box_polygon, rasterize
 
 
 def token_matches(question: str, page: Page, word_index: torch.Tensor) -> torch.Tensor:
@@ -18,19 +19,25 @@ def token_matches(question: str, page: Page, word_index: torch.Tensor) -> torch.
     return hits[word_index]
 
 
+def box_mask(box: tuple[float, float, float, float] | None, page: Page, scale: float, size: int) -> np.ndarray:
+    """A page-pixel box as a boolean (size, size) mask in the square frame (page × scale), drawn exactly as the
+    answers are (the generator pads answer boxes by 2 px and fills them as polygons); all False for None."""
+    m = np.zeros((size, size), dtype=bool)
+    if box is not None:
+        h, w = max(1, round(page.height * scale)), max(1, round(page.width * scale))
+        padded = (box[0] - 2, box[1] - 2, box[2] + 2, box[3] + 2)
+        r = rasterize([box_polygon(padded)], (page.height, page.width), (h, w))
+        m[: min(h, size), : min(w, size)] = r[:size, :size]
+    return m
+
+
 def lexical_prior(question: str, page: Page, image_size: int, mask_size: int) -> torch.Tensor:
-    """(M, M) float mask prompt: the OCR-matching baseline's answer box (``docjepa.eval.baseline``), padded by 2 page
-    pixels as answers are, in the square frame at the decoder's output resolution; all zeros when it finds
-    nothing. The model takes it as SAM takes a coarse mask to refine."""
-    out = torch.zeros(mask_size, mask_size)
-    box = baseline_box(question, page.words)
-    if box is None:
-        return out
-    f = image_size / max(page.width, page.height) * mask_size / image_size  # page pixels → mask pixels
-    x0, y0 = max(0, int((box[0] - 2) * f)), max(0, int((box[1] - 2) * f))
-    x1, y1 = min(mask_size, int(-(-(box[2] + 2) * f // 1))), min(mask_size, int(-(-(box[3] + 2) * f // 1)))
-    out[y0 : max(y1, y0 + 1), x0 : max(x1, x0 + 1)] = 1.0
-    return out
+    """(M, M) float mask prompt: the OCR-matching baseline's answer box (``docjepa.eval.baseline``) in the square
+    frame at the decoder's output resolution, drawn as the answers are (:func:`box_mask`), so the prompt scores
+    exactly what the baseline scores; all zeros when it finds nothing. The model takes it as SAM takes a coarse
+    mask to refine."""
+    scale = image_size / max(page.width, page.height) * mask_size / image_size  # page pixels → mask pixels
+    return torch.from_numpy(box_mask(baseline_box(question, page.words), page, scale, mask_size)).float()
 
 
 class SegmentCollator:
@@ -40,7 +47,9 @@ class SegmentCollator:
     seeded by (seed, position): over training, the decoder's three outputs learn to cover the alternatives
     (SAM's ambiguity training). All answers stay in ``masks`` / ``answer_valid`` for evaluation. With
     ``lexical_prior`` the batch has ``prior`` (B, 1, M, M), the baseline's box for each question (see
-    :func:`lexical_prior`), which the model takes as its mask prompt.
+    :func:`lexical_prior`), which the model takes as its mask prompt. With ``question_dropout`` > 0, that fraction
+    of the samples whose prompt is not empty (drawn per position) lose their question: the model sees the mask
+    prompt alone and learns to refine it without relying on the wording (as SAM trains mask-only prompts).
     """
 
     def __init__(
@@ -51,10 +60,13 @@ class SegmentCollator:
         max_question_tokens: int = 32,
         seed: int = 0,
         lexical_prior: bool = False,
+        question_dropout: float = 0.0,
     ) -> None:
+        if not 0.0 <= question_dropout < 1.0:
+            raise ValueError(f"question_dropout must be in [0, 1), not {question_dropout}")
         self.base = DocumentCollator(tokenizer, collate)
         self.qtok, self.max_q, self.seed = question_tokenizer, max_question_tokens, seed
-        self.lexical_prior = lexical_prior
+        self.lexical_prior, self.question_dropout = lexical_prior, question_dropout
 
     def questions(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
         enc = self.qtok(texts, padding=True, truncation=True, max_length=self.max_q, return_tensors="pt")
@@ -65,6 +77,16 @@ class SegmentCollator:
         if not good:
             return None
         batch = self.base([item for _, item in good])
+        if self.lexical_prior:
+            size, m = self.base.cfg.image_size, self.base.cfg.mask_size
+            batch["prior"] = torch.stack(
+                [lexical_prior(q, page, size, m) for q, (_, (page, _)) in zip(batch["questions"], good)]
+            ).unsqueeze(1)  # (B, 1, M, M)
+            if self.question_dropout:
+                for i, (pos, _) in enumerate(good):
+                    gen = torch.Generator().manual_seed(self.seed * 1_000_003 + pos + 17)
+                    if batch["prior"][i].any() and float(torch.rand(1, generator=gen)) < self.question_dropout:
+                        batch["questions"][i] = ""
         batch["question_ids"], batch["question_mask"] = self.questions(batch["questions"])
         words = self.base.tokenizer(
             batch["questions"], padding=True, truncation=True, max_length=self.max_q, return_tensors="pt"
@@ -76,11 +98,6 @@ class SegmentCollator:
                 for q, (_, (page, _)), idx in zip(batch["questions"], good, batch["word_index"])
             ]
         )
-        if self.lexical_prior:
-            size, m = self.base.cfg.image_size, self.base.cfg.mask_size
-            batch["prior"] = torch.stack(
-                [lexical_prior(q, page, size, m) for q, (_, (page, _)) in zip(batch["questions"], good)]
-            ).unsqueeze(1)  # (B, 1, M, M)
         targets = []
         for (pos, _), masks, valid in zip(good, batch["masks"], batch["answer_valid"]):
             gen = torch.Generator().manual_seed(self.seed * 1_000_003 + pos)

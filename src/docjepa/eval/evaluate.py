@@ -8,9 +8,11 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
-from ..data.record import Page, box_polygon, rasterize
+from ..data.record import Page, rasterize
+from ..data.segment import box_mask
 from ..data.shards import DocumentDataset
 from ..data.split import SplitConfig, question_pairs
+from ..predictor import choose_mask
 from .baseline import baseline_box
 from .metrics import Scores, best_answer
 
@@ -25,18 +27,6 @@ def answer_masks(page: Page, question: int, scale: float, size: int) -> list[np.
         m[: min(h, size), : min(w, size)] = r[:size, :size] > 0
         out.append(m)
     return out
-
-
-def box_mask(box, page: Page, scale: float, size: int) -> np.ndarray:
-    """A page-pixel box as a boolean (size, size) mask in the square frame, rasterised like the answers are
-    (the generator pads answer boxes by 2 px and fills them as polygons)."""
-    m = np.zeros((size, size), dtype=bool)
-    if box is not None:
-        h, w = max(1, round(page.height * scale)), max(1, round(page.width * scale))
-        padded = (box[0] - 2, box[1] - 2, box[2] + 2, box[3] + 2)
-        r = rasterize([box_polygon(padded)], (page.height, page.width), (h, w))
-        m[: min(h, size), : min(w, size)] = r[:size, :size]
-    return m
 
 
 def evaluate(
@@ -73,7 +63,7 @@ def evaluate(
             size = logits.shape[-1]
             frame = predictor.scale * size / predictor.size  # page pixels → mask pixels
             answers = answer_masks(page, q, frame, size)
-            pred = (logits[int(scores.argmax())] > 0).cpu().numpy()
+            pred = (logits[choose_mask(logits, scores)] > 0).cpu().numpy()
             model.add(question.qtype, *best_answer(pred, answers))
             bmask = box_mask(baseline_box(question.text, page.words), page, frame, size)
             base.add(question.qtype, *best_answer(bmask, answers))

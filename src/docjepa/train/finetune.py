@@ -42,7 +42,11 @@ class SegModelConfig:
     """Give the decoder the OCR matcher's answer box as a mask prompt to refine (False: the question alone)."""
     prior_gain: float = 2.0
     """Initial (learned) weight with which that mask prompt, as ±1, is also added to the mask logits."""
-    """Give the decoder the OCR matcher's answer box as a mask prompt to refine (False: the question alone)."""
+    freeze_backbone: bool = False
+    """Keep the pre-trained backbone (image and text encoders, fusion) fixed; train the question tower, prompt
+    encoder and decoders only."""
+    question_dropout: float = 0.0
+    """Fraction of training samples with a non-empty mask prompt whose question is blanked (prompt-only samples)."""
 
 
 @dataclass
@@ -143,7 +147,11 @@ def finetune(
         cfg.data.split.template_modulus,
     )
     pages = DocumentDataset([Path(p) for p in cfg.data.train])
-    opt = build_optimizer(list(model.named_parameters()), cfg.optim, seed=cfg.run.seed)
+    if cfg.model.freeze_backbone:
+        model.backbone.requires_grad_(False)
+    trainable = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    log.info("%d trainable parameters", sum(p.numel() for _, p in trainable))
+    opt = build_optimizer(trainable, cfg.optim, seed=cfg.run.seed)
     sched = build_schedule(opt, cfg.optim, cfg.run.steps)
     start, samples = restore(ckpt, opt, sched)
     (out / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
@@ -156,6 +164,7 @@ def finetune(
         cfg.data.max_question_tokens,
         seed=cfg.run.seed,
         lexical_prior=mcfg.lexical_prior,
+        question_dropout=cfg.model.question_dropout if mcfg.lexical_prior else 0.0,
     )
     loader = make_loader(
         EpochDataset(pages, cfg.run.seed, pairs), collate, cfg.run.batch_size, samples, cfg.data.workers
@@ -169,7 +178,7 @@ def finetune(
     return train_loop(
         model,
         lambda batch: model(batch, multimask=cfg.multimask),
-        list(model.parameters()),
+        [p for _, p in trainable],
         iter(loader),
         opt,
         sched,
