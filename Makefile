@@ -16,7 +16,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) torch==2.13.0
-	$(PIP) -e ".[test,docjepa,bench]"
+	$(PIP) -e ".[test,docjepa,bench,lang]"
 	@# Debian packages, best effort: Tesseract for OCR (its tests skip without it) and real fonts for the
 	@# synthetic documents (Pillow's built-in font is the fallback).
 	{ command -v tesseract >/dev/null && test -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf; } || \

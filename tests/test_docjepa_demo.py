@@ -11,6 +11,7 @@ pytest.importorskip("faker")
 from PIL import Image
 
 from docjepa.cli import main
+from docjepa.modeling.sentence_encoder import packaged_sentence_encoder
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +31,9 @@ def test_demo_quick_mode_writes_report_and_results(demo, capsys):
     html = (demo / "report.html").read_text()
     assert "mIoU" in html and "curves.png" in html and "examples.png" in html
     assert (demo / "curves.png").is_file() and (demo / "examples.png").is_file()
-    for stage in ("pretrain", "clip", "finetune"):
+    packaged = packaged_sentence_encoder()  # with the lang extra the demo's question tower is that encoder
+    assert results["question_tower"] == (str(packaged) if packaged else "clip (pre-trained here)")
+    for stage in ("pretrain", "finetune") if packaged else ("pretrain", "clip", "finetune"):
         assert (demo / stage / "metrics.jsonl").is_file()
     # Running again finds every stage complete and only re-evaluates.
     main(["demo", "--quick", "--out", str(demo), "--no-progress"])
@@ -183,3 +186,84 @@ def test_finetune_with_frozen_backbone_and_question_dropout(demo, tmp_path):
     assert backbone and decoder
     assert all(torch.equal(before[k], after[k]) for k in backbone)  # frozen
     assert sum(not torch.equal(before[k], after[k]) for k in decoder) > len(decoder) // 2  # trained
+
+
+def test_clip_tower_pretrained_here_then_fine_tuned(demo, tmp_path):
+    from transformers import CLIPTextModel
+
+    from docjepa.predictor import DocumentPredictor
+    from docjepa.train.checkpoint import resolve_model_dir
+
+    common = [f"--data.train=[{demo / 'data' / 'train'}]", f"--data.tokenizer={demo / 'tokenizer'}"]
+    steps = ["--run.steps=2", "--run.threads=2", "--no-progress"]
+    init = f"--model.init={demo / 'pretrain'}"
+    main(
+        ["pretrain-clip", "--config", "configs/clip/tiny.yaml", *common, init, *steps, "--out", str(tmp_path / "clip")]
+    )
+    assert isinstance(CLIPTextModel.from_pretrained(resolve_model_dir(tmp_path / "clip")), CLIPTextModel)
+    clip = f"--model.clip={tmp_path / 'clip'}"
+    main(
+        [
+            "finetune",
+            "--config",
+            "configs/finetune/tiny.yaml",
+            *common,
+            init,
+            clip,
+            *steps,
+            "--out",
+            str(tmp_path / "ft"),
+        ]
+    )
+    predictor = DocumentPredictor.from_pretrained(tmp_path / "ft")
+    assert isinstance(predictor.model.question_encoder.clip, CLIPTextModel)
+
+
+def test_finetune_with_a_frozen_pretrained_question_tower(demo, tmp_path):
+    import torch
+    from safetensors.torch import load_file
+    from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
+
+    from docjepa.data.shards import DocumentDataset
+    from docjepa.predictor import DocumentPredictor
+
+    tok = PreTrainedTokenizerFast.from_pretrained(demo / "tokenizer")
+    torch.manual_seed(0)
+    bert = BertModel(
+        BertConfig(
+            vocab_size=len(tok),
+            hidden_size=48,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=96,
+            max_position_embeddings=64,
+        )
+    )
+    bert.save_pretrained(tmp_path / "bert")
+    tok.save_pretrained(tmp_path / "bert")
+    main(
+        [
+            "finetune",
+            "--config",
+            "configs/finetune/tiny.yaml",
+            f"--data.train=[{demo / 'data' / 'train'}]",
+            f"--data.tokenizer={demo / 'tokenizer'}",
+            f"--model.init={demo / 'pretrain'}",
+            f"--model.clip={tmp_path / 'bert'}",
+            "--model.freeze_question_tower=true",
+            "--run.steps=3",
+            "--run.threads=2",
+            "--out",
+            str(tmp_path / "ft"),
+            "--no-progress",
+        ]
+    )
+    predictor = DocumentPredictor.from_pretrained(tmp_path / "ft")
+    tower = predictor.model.question_encoder.clip
+    assert isinstance(tower, BertModel) and predictor.model.config.freeze_question_tower
+    loaded = load_file(tmp_path / "bert" / "model.safetensors")
+    own = tower.state_dict()
+    assert loaded and all(torch.equal(own[k], v) for k, v in loaded.items() if k in own)  # frozen
+    page = DocumentDataset(demo / "data" / "eval")[0]
+    predictor.set_page(page)
+    assert predictor.predict(page.questions[0].text).masks.shape[1:] == (page.height, page.width)

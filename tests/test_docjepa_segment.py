@@ -374,3 +374,91 @@ def test_tiny_model_overfits_a_few_documents(docs, tok):
     # boundary rows are what is left after 60 steps (observed IoU 0.46–0.77).
     assert float(before.mean()) < 0.1  # untrained: not even the best of the 3 masks overlaps
     assert float(iou.mean()) > 0.5 and float(iou.min()) > 0.3, iou
+
+
+def tiny_bert_folder(tok, path):
+    """A small random BERT saved with the document tokenizer: stands in for a pre-trained sentence encoder."""
+    from transformers import BertConfig, BertModel
+
+    torch.manual_seed(3)
+    cfg = BertConfig(
+        vocab_size=len(tok),
+        hidden_size=48,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=96,
+        max_position_embeddings=64,
+        hidden_dropout_prob=0.5,
+    )
+    BertModel(cfg).save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
+def test_pretrained_text_encoder_as_a_frozen_question_tower(docs, tok, tmp_path):
+    from transformers import BertModel
+
+    from docjepa.modeling.prompt_encoder import tower_spec
+
+    torch.manual_seed(0)
+    config = build_config("tiny", len(tok))
+    config.freeze_question_tower = True
+    seg = DocJepaForSegmentation(config)
+    seg.question_encoder.load_clip(tiny_bert_folder(tok, tmp_path / "bert"))
+    seg.config.clip = tower_spec(seg.question_encoder.clip)
+    enc = seg.question_encoder
+    assert isinstance(enc.clip, BertModel) and enc.proj.in_features == 48
+    ids = tok(["Where is the total?", "What is the invoice date of this page?"], padding=True, return_tensors="pt")
+    seg.train()
+    assert not enc.clip.training  # frozen: dropout off while the rest trains
+    out = enc(ids["input_ids"], ids["attention_mask"])
+    # The pooled prompt token is the projected mean of the real tokens' states (padding left out).
+    states = enc.clip(**ids).last_hidden_state
+    for i in range(2):
+        n = int(ids["attention_mask"][i].sum())
+        mean = states[i, :n].double().mean(0)
+        w, bias = enc.proj.weight.detach().double(), enc.proj.bias.detach().double()
+        expected = mean @ w.T + bias + enc.pooled_kind.detach().double()
+        torch.testing.assert_close(out[i, 0].detach().double(), expected, rtol=1e-5, atol=1e-6)
+    out.sum().backward()
+    assert all(p.grad is None for p in enc.clip.parameters()) and enc.proj.weight.grad is not None
+    # Saved and reloaded, the model rebuilds the BERT tower from its configuration.
+    seg.save_pretrained(tmp_path / "seg")
+    again = DocJepaForSegmentation.from_pretrained(tmp_path / "seg").eval()
+    assert isinstance(again.question_encoder.clip, BertModel) and again.question_encoder.frozen
+    with torch.no_grad():
+        torch.testing.assert_close(again.question_encoder(**ids), seg.eval().question_encoder(**ids))
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        enc.load_clip(tmp_path / "missing")
+
+
+def test_packaged_sentence_encoder_is_checked_against_the_published_hash(tmp_path, monkeypatch, gen):
+    import hashlib
+    import importlib.util
+    from types import SimpleNamespace
+
+    from docjepa.modeling import sentence_encoder as se
+
+    real = se.packaged_sentence_encoder()  # the lang extra, when installed: the published weights
+    if real is not None:
+        from transformers import AutoConfig
+
+        assert AutoConfig.from_pretrained(real).hidden_size == 384 and (real / "tokenizer.json").is_file()
+    blob = tmp_path / "pkg" / "model" / "model.safetensors"
+    blob.parent.mkdir(parents=True)
+    blob.write_bytes(torch.randint(0, 256, (5000,), generator=gen, dtype=torch.uint8).numpy().tobytes())
+    digest = hashlib.sha256(blob.read_bytes()).hexdigest()
+    assert se.file_sha256(blob, chunk=7) == digest
+    find = importlib.util.find_spec
+    fake = SimpleNamespace(submodule_search_locations=[str(tmp_path / "pkg")])
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: fake if name == se.PACKAGE else find(name, *a))
+    monkeypatch.setattr(se, "SHA256", digest)
+    assert se.packaged_sentence_encoder() == blob.parent
+    blob.write_bytes(b"tampered")
+    with pytest.raises(ValueError, match="SHA-256"):
+        se.packaged_sentence_encoder()
+    blob.unlink()
+    with pytest.raises(FileNotFoundError, match="missing"):
+        se.packaged_sentence_encoder()
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == se.PACKAGE else find(name, *a))
+    assert se.packaged_sentence_encoder() is None

@@ -173,6 +173,7 @@ def cmd_demo(args: argparse.Namespace) -> None:
     from .demo import DemoConfig, run_demo
 
     cfg = DemoConfig.quick() if args.quick else DemoConfig()
+    cfg.question_tower, cfg.seed = args.question_tower, args.seed
     run_demo(cfg, args.out, progress=not args.no_progress)
 
 
@@ -293,6 +294,13 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("demo", help="generate data, pre-train, fine-tune, evaluate, write an HTML report")
     d.add_argument("--out", type=Path, default=Path("runs/demo"))
     d.add_argument("--quick", action="store_true", help="a handful of steps (for tests)")
+    d.add_argument(
+        "--question-tower",
+        default="auto",
+        help="'auto' (the packaged sentence encoder when installed, else 'clip'), 'clip' (pre-train a CLIP tower "
+        "here) or a local pre-trained text-encoder folder",
+    )
+    d.add_argument("--seed", type=int, default=0, help="seed of data, initialisation and training")
     d.add_argument("--no-progress", action="store_true")
     d.set_defaults(func=cmd_demo)
     return ap

@@ -37,6 +37,12 @@ class DemoConfig:
     """CLIP pre-training steps of the question tower (batch 8 pages)."""
     finetune_steps: int = 500
     """Fine-tuning steps (batch 8 questions)."""
+    lowercase: bool = True
+    """Fold case in the document tokenizer (receipts print store names and totals in capitals)."""
+    question_tower: str = "auto"
+    """Where the question tower comes from: ``clip`` (a CLIP tower pre-trained here on document regions), a local
+    pre-trained text-encoder folder (kept frozen), or ``auto``: the packaged sentence encoder when the ``lang``
+    extra is installed (see ``docjepa.modeling.sentence_encoder``), else ``clip``."""
     eval_limit: int = 400
     """Most questions evaluated per split."""
     threads: int = 2
@@ -74,6 +80,19 @@ def _stage(name: str, run: Path, steps: int, train, cfg, progress: bool) -> None
     log.info("%s: %.0f s", name, time.perf_counter() - t)
 
 
+def question_tower(choice: str) -> Path | None:
+    """The pre-trained question tower folder that ``DemoConfig.question_tower`` names (None: pre-train CLIP)."""
+    from .modeling.sentence_encoder import packaged_sentence_encoder
+
+    if choice == "clip":
+        return None
+    if choice == "auto":
+        return packaged_sentence_encoder()
+    if not Path(choice).is_dir():
+        raise FileNotFoundError(f"question tower folder {choice} does not exist (or say 'clip' or 'auto')")
+    return Path(choice)
+
+
 def run_demo(cfg: DemoConfig, out: Path, progress: bool = True) -> dict:
     """Run every stage into ``out``; returns the evaluation results (also in ``out/results.json``)."""
     from .data.shards import shard_paths
@@ -98,7 +117,7 @@ def run_demo(cfg: DemoConfig, out: Path, progress: bool = True) -> dict:
     timings["data"] = time.perf_counter() - started
     tok = out / "tokenizer"
     if not (tok / "tokenizer.json").is_file():
-        train_tokenizer([train_dir], tok, vocab_size=4000)
+        train_tokenizer([train_dir], tok, vocab_size=4000, lowercase=cfg.lowercase)
     common = [
         f"--data.train=[{train_dir}]",
         f"--data.tokenizer={tok}",
@@ -115,14 +134,20 @@ def run_demo(cfg: DemoConfig, out: Path, progress: bool = True) -> dict:
     _stage("pretrain", out / "pretrain", cfg.pretrain_steps, pretrain, pre_cfg, progress)
     timings["pretrain"] = time.perf_counter() - t
 
-    t = time.perf_counter()
-    clip_cfg = load_config(
-        ClipConfig,
-        None,
-        [*common, f"--model.init={out / 'pretrain'}", f"--run.steps={cfg.clip_steps}", "--run.checkpoint_every=50"],
-    )
-    _stage("pretrain-clip", out / "clip", cfg.clip_steps, pretrain_clip, clip_cfg, progress)
-    timings["pretrain_clip"] = time.perf_counter() - t
+    tower = question_tower(cfg.question_tower)
+    if tower is None:
+        t = time.perf_counter()
+        clip_cfg = load_config(
+            ClipConfig,
+            None,
+            [*common, f"--model.init={out / 'pretrain'}", f"--run.steps={cfg.clip_steps}", "--run.checkpoint_every=50"],
+        )
+        _stage("pretrain-clip", out / "clip", cfg.clip_steps, pretrain_clip, clip_cfg, progress)
+        timings["pretrain_clip"] = time.perf_counter() - t
+        tower_args = [f"--model.clip={out / 'clip'}"]
+    else:
+        log.info("question tower: the pre-trained text encoder in %s, kept frozen", tower)
+        tower_args = [f"--model.clip={tower}", "--model.freeze_question_tower=true"]
 
     t = time.perf_counter()
     ft_cfg = load_config(
@@ -131,7 +156,7 @@ def run_demo(cfg: DemoConfig, out: Path, progress: bool = True) -> dict:
         [
             *common,
             f"--model.init={out / 'pretrain'}",
-            f"--model.clip={out / 'clip'}",
+            *tower_args,
             f"--run.steps={cfg.finetune_steps}",
             "--run.checkpoint_every=100",
         ],
@@ -156,7 +181,12 @@ def run_demo(cfg: DemoConfig, out: Path, progress: bool = True) -> dict:
     timings["evaluate"] = time.perf_counter() - t
     timings["total"] = time.perf_counter() - started
     examples = results["heldout"].pop("examples", [])
-    summary = {"config": cfg.__dict__, "timings_s": timings, **results}
+    summary = {
+        "config": cfg.__dict__,
+        "question_tower": str(tower) if tower is not None else "clip (pre-trained here)",
+        "timings_s": timings,
+        **results,
+    }
     (out / "results.json").write_text(json.dumps(summary, indent=1) + "\n")
     write_report(out, summary, examples)
     m, b = results["heldout"]["model"]["mIoU"], results["heldout"]["baseline"]["mIoU"]

@@ -42,6 +42,7 @@ class DocJepaConfig(PretrainedConfig):
         mask_scale: int = 1,
         lexical_prior: bool = False,
         prior_gain: float = 0.0,
+        freeze_question_tower: bool = False,
         **kwargs,
     ) -> None:
         self.image = dict(image or {})
@@ -57,7 +58,8 @@ class DocJepaConfig(PretrainedConfig):
         self.djepa_layers = djepa_layers
         self.mim_patch = mim_patch
         self.clip = dict(clip or {})
-        """CLIPTextConfig keyword arguments of the question encoder."""
+        """Configuration of the question tower: CLIPTextConfig keyword arguments, or a loaded pre-trained tower's
+        configuration with its ``model_type`` (see ``prompt_encoder.tower_config``)."""
         self.decoder_heads = decoder_heads
         self.decoder_mlp_dim = decoder_mlp_dim
         self.decoder_layers = decoder_layers
@@ -68,6 +70,8 @@ class DocJepaConfig(PretrainedConfig):
         """The OCR matcher's answer box is given to the decoder as its mask prompt (training and prediction)."""
         self.prior_gain = prior_gain
         """Initial weight of a mask prompt (as ±1) added to the mask logits; 0 = not added."""
+        self.freeze_question_tower = freeze_question_tower
+        """The question tower's weights stay as loaded while the rest of the segmentation model trains."""
 
         super().__init__(**kwargs)
 

@@ -17,40 +17,101 @@ from types import SimpleNamespace
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from transformers import CLIPTextConfig, CLIPTextModel
+from transformers import AutoConfig, AutoModel, CLIPTextConfig, CLIPTextModel, PretrainedConfig, PreTrainedModel
 from transformers.models.sam.modeling_sam import SamMaskEmbedding, SamPositionalEmbedding
 
 
-class QuestionEncoder(nn.Module):
-    """CLIP text tower → prompt tokens: the pooled question (end-of-text token) followed by every token's state,
-    all projected to the decoder width; padding positions get a learned "not a token" embedding (as SAM pads
-    point prompts). The per-token states keep the question's words apart from the first step, when a tower
-    trained from scratch still pools most questions to nearly the same vector."""
+def build_tower(config: PretrainedConfig) -> PreTrainedModel:
+    """An untrained text tower from its configuration (a ``CLIPTextConfig``, or any encoder's, e.g. BERT's)."""
+    if isinstance(config, CLIPTextConfig):
+        return CLIPTextModel(config)
+    return AutoModel.from_config(config)
 
-    def __init__(self, config: CLIPTextConfig, dim: int) -> None:
+
+def load_tower(path: str | Path) -> PreTrainedModel:
+    """A pre-trained text tower from a local folder: a ``CLIPTextModel`` (or a full ``CLIPModel`` folder, whose
+    text half is taken), or any transformers text encoder such as a sentence-transformers BERT folder."""
+    path = Path(path)
+    if not path.is_dir():
+        raise FileNotFoundError(f"question tower directory {path} does not exist")
+    config = AutoConfig.from_pretrained(path)
+    if config.model_type in ("clip", "clip_text_model"):
+        return CLIPTextModel.from_pretrained(path)
+    if getattr(config, "is_encoder_decoder", False) or config.model_type in ("llama", "gpt2", "mistral"):
+        raise ValueError(f"{path} holds a {config.model_type} model; the question tower must be a text encoder")
+    return AutoModel.from_pretrained(path)
+
+
+def tower_spec(tower: PreTrainedModel) -> dict:
+    """The tower's configuration as a dictionary that :func:`tower_config` rebuilds (stored in DocJepaConfig)."""
+    return tower.config.to_dict()
+
+
+def tower_config(spec: dict) -> PretrainedConfig:
+    """Inverse of :func:`tower_spec`; a spec without ``model_type`` is a CLIP text configuration (the presets)."""
+    spec = dict(spec)
+    kind = spec.pop("model_type", "clip_text_model")
+    if kind == "clip_text_model":
+        return CLIPTextConfig(**spec)
+    return AutoConfig.for_model(kind, **spec)
+
+
+class QuestionEncoder(nn.Module):
+    """Text tower → prompt tokens: the pooled question followed by every token's state, all projected to the
+    decoder width; padding positions get a learned "not a token" embedding (as SAM pads point prompts). The
+    per-token states keep the question's words apart from the first step, when a tower trained from scratch
+    still pools most questions to nearly the same vector.
+
+    The tower is transformers' ``CLIPTextModel`` (pooled at the end-of-text token, as CLIP), or any pre-trained
+    text encoder loaded from a local folder (pooled as the mean of its token states, as sentence-transformers
+    pools). ``frozen`` keeps the tower's weights and its dropout fixed (eval mode) while the rest trains, so a
+    pre-trained tower keeps what it knows of the language instead of fitting the training questions' wording.
+    """
+
+    def __init__(self, config: PretrainedConfig, dim: int, frozen: bool = False) -> None:
         super().__init__()
-        self.clip = CLIPTextModel(config)
+        self.clip = build_tower(config)
         self.proj = nn.Linear(config.hidden_size, dim)
         self.pooled_kind = nn.Parameter(torch.zeros(dim))
         self.padding = nn.Parameter(torch.zeros(dim))
         nn.init.normal_(self.pooled_kind, std=0.02)
         nn.init.normal_(self.padding, std=0.02)
+        self.frozen = False
+        self.freeze(frozen)
+
+    def freeze(self, frozen: bool = True) -> None:
+        """Fix (or release) the tower's weights; a frozen tower always runs in eval mode."""
+        self.frozen = frozen
+        self.clip.requires_grad_(not frozen)
+        if frozen:
+            self.clip.eval()
+
+    def train(self, mode: bool = True) -> QuestionEncoder:
+        super().train(mode)
+        if self.frozen:
+            self.clip.eval()
+        return self
 
     def load_clip(self, path: str | Path) -> None:
-        """Replace the tower with a local CLIP checkpoint (a ``CLIPTextModel`` or full ``CLIPModel`` folder)."""
-        path = Path(path)
-        if not path.is_dir():
-            raise FileNotFoundError(f"CLIP directory {path} does not exist")
-        loaded = CLIPTextModel.from_pretrained(path)
+        """Replace the tower with a local pre-trained one (see :func:`load_tower`)."""
+        loaded = load_tower(path)
         if loaded.config.hidden_size != self.clip.config.hidden_size:
             self.proj = nn.Linear(loaded.config.hidden_size, self.proj.out_features)
         self.clip = loaded
+        self.freeze(self.frozen)
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
         """(B, T) question tokens → (B, 1 + T, D) prompt tokens."""
-        out = self.clip(input_ids=input_ids, attention_mask=attention_mask)
-        pooled = self.proj(out.pooler_output).unsqueeze(1) + self.pooled_kind  # (B, 1, D)
-        tokens = self.proj(out.last_hidden_state)  # (B, T, D)
+        with torch.set_grad_enabled(torch.is_grad_enabled() and not self.frozen):
+            out = self.clip(input_ids=input_ids, attention_mask=attention_mask)
+        states = out.last_hidden_state  # (B, T, H)
+        if isinstance(self.clip, CLIPTextModel):
+            pooled = out.pooler_output  # the end-of-text token
+        else:
+            keep = attention_mask.unsqueeze(-1).to(states.dtype)
+            pooled = (states * keep).sum(1) / keep.sum(1).clamp(min=1)  # mean over real tokens
+        pooled = self.proj(pooled).unsqueeze(1) + self.pooled_kind  # (B, 1, D)
+        tokens = self.proj(states)  # (B, T, D)
         tokens = torch.where(attention_mask.unsqueeze(-1) > 0, tokens, self.padding.to(tokens.dtype))
         return torch.cat([pooled, tokens], dim=1)
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from transformers import CLIPTextConfig
+from transformers import PretrainedConfig
 
 from .mask_decoder import (
     LayoutPainter,
@@ -20,7 +20,7 @@ from .mask_decoder import (
     word_cover,
 )
 from .model import DocJepaConfig, DocJepaModel, DocJepaPreTrainedModel
-from .prompt_encoder import GeometryPromptEncoder, QuestionEncoder
+from .prompt_encoder import GeometryPromptEncoder, QuestionEncoder, tower_config
 
 
 @dataclass
@@ -51,11 +51,12 @@ class SegmentationOutput:
     """(B, L) answer logit of each OCR token (question prompts only)."""
 
 
-def clip_config(config: DocJepaConfig, vocab_size: int | None = None) -> CLIPTextConfig:
+def clip_config(config: DocJepaConfig, vocab_size: int | None = None) -> PretrainedConfig:
+    """The question tower's configuration (CLIP's for the presets, or a loaded pre-trained tower's)."""
     spec = dict(config.clip)
     if vocab_size is not None:
         spec["vocab_size"] = vocab_size
-    return CLIPTextConfig(**spec)
+    return tower_config(spec)
 
 
 def token_targets(target: Tensor, bbox: Tensor, attention_mask: Tensor) -> Tensor:
@@ -79,7 +80,7 @@ class DocJepaForSegmentation(DocJepaPreTrainedModel):
         super().__init__(config)
         self.backbone = backbone or DocJepaModel(config)
         d = config.neck_dim
-        self.question_encoder = QuestionEncoder(clip_config(config), d)
+        self.question_encoder = QuestionEncoder(clip_config(config), d, frozen=config.freeze_question_tower)
         self.prompt_encoder = GeometryPromptEncoder(d, config.image_size)
         self.mask_decoder = MaskDecoder(
             d, config.decoder_heads, config.decoder_mlp_dim, config.decoder_layers, config.mask_outputs

@@ -15,6 +15,7 @@ from ..data.segment import SegmentCollator
 from ..data.shards import DocumentDataset
 from ..data.split import SplitConfig, question_pairs
 from ..modeling import DocJepaConfig, build_config
+from ..modeling.prompt_encoder import tower_spec
 from ..modeling.segmentation import DocJepaForSegmentation
 from .checkpoint import resolve_model_dir
 from .config import to_dict
@@ -45,6 +46,8 @@ class SegModelConfig:
     freeze_backbone: bool = False
     """Keep the pre-trained backbone (image and text encoders, fusion) fixed; train the question tower, prompt
     encoder and decoders only."""
+    freeze_question_tower: bool = False
+    """Keep the question tower as loaded (``clip``): a pre-trained language tower keeps its knowledge of wording."""
     question_dropout: float = 0.0
     """Fraction of training samples with a non-empty mask prompt whose question is blanked (prompt-only samples)."""
 
@@ -107,6 +110,9 @@ def build_segmentation_model(cfg: FinetuneConfig, tokenizer, ckpt: Path | None) 
         config = build_config(cfg.model.preset, len(tokenizer), special_ids=special)
     config.lexical_prior = cfg.model.lexical_prior
     config.prior_gain = cfg.model.prior_gain if cfg.model.lexical_prior else 0.0
+    if cfg.model.freeze_question_tower and not (cfg.model.clip or cfg.model.init):
+        raise ValueError("model.freeze_question_tower needs a pre-trained tower: set model.clip to its folder")
+    config.freeze_question_tower = cfg.model.freeze_question_tower
     model = DocJepaForSegmentation(config)
     if cfg.model.init:
         n = load_weights(model, src)
@@ -115,7 +121,7 @@ def build_segmentation_model(cfg: FinetuneConfig, tokenizer, ckpt: Path | None) 
         model.backbone.text_encoder.load_bert(cfg.model.text_encoder)
     if cfg.model.clip:
         model.question_encoder.load_clip(resolve_model_dir(cfg.model.clip))
-        model.config.clip = model.question_encoder.clip.config.to_dict()
+        model.config.clip = tower_spec(model.question_encoder.clip)
     return model
 
 
