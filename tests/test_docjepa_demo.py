@@ -12,6 +12,7 @@ from PIL import Image
 
 from docjepa.cli import main
 from docjepa.modeling.sentence_encoder import packaged_sentence_encoder
+from tests.helpers import tiny_bert_folder
 
 
 @pytest.fixture(scope="module")
@@ -222,25 +223,12 @@ def test_clip_tower_pretrained_here_then_fine_tuned(demo, tmp_path):
 def test_finetune_with_a_frozen_pretrained_question_tower(demo, tmp_path):
     import torch
     from safetensors.torch import load_file
-    from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
+    from transformers import BertModel, PreTrainedTokenizerFast
 
     from docjepa.data.shards import DocumentDataset
     from docjepa.predictor import DocumentPredictor
 
-    tok = PreTrainedTokenizerFast.from_pretrained(demo / "tokenizer")
-    torch.manual_seed(0)
-    bert = BertModel(
-        BertConfig(
-            vocab_size=len(tok),
-            hidden_size=48,
-            num_hidden_layers=1,
-            num_attention_heads=2,
-            intermediate_size=96,
-            max_position_embeddings=64,
-        )
-    )
-    bert.save_pretrained(tmp_path / "bert")
-    tok.save_pretrained(tmp_path / "bert")
+    tiny_bert_folder(PreTrainedTokenizerFast.from_pretrained(demo / "tokenizer"), tmp_path / "bert")
     main(
         [
             "finetune",

@@ -22,6 +22,7 @@ from docjepa.modeling.mask_decoder import dice_loss, focal_loss, mask_iou, sam_l
 from docjepa.modeling.segmentation import DocJepaForSegmentation
 from docjepa.predictor import DocumentPredictor, Prediction, choose_mask
 from docjepa.train.clip import ClipCollator, ClipPretrainer
+from tests.helpers import tiny_bert_folder
 
 
 @pytest.fixture
@@ -376,25 +377,6 @@ def test_tiny_model_overfits_a_few_documents(docs, tok):
     assert float(iou.mean()) > 0.5 and float(iou.min()) > 0.3, iou
 
 
-def tiny_bert_folder(tok, path):
-    """A small random BERT saved with the document tokenizer: stands in for a pre-trained sentence encoder."""
-    from transformers import BertConfig, BertModel
-
-    torch.manual_seed(3)
-    cfg = BertConfig(
-        vocab_size=len(tok),
-        hidden_size=48,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=96,
-        max_position_embeddings=64,
-        hidden_dropout_prob=0.5,
-    )
-    BertModel(cfg).save_pretrained(path)
-    tok.save_pretrained(path)
-    return path
-
-
 def test_pretrained_text_encoder_as_a_frozen_question_tower(docs, tok, tmp_path):
     from transformers import BertModel
 
@@ -404,7 +386,7 @@ def test_pretrained_text_encoder_as_a_frozen_question_tower(docs, tok, tmp_path)
     config = build_config("tiny", len(tok))
     config.freeze_question_tower = True
     seg = DocJepaForSegmentation(config)
-    seg.question_encoder.load_clip(tiny_bert_folder(tok, tmp_path / "bert"))
+    seg.question_encoder.load_clip(tiny_bert_folder(tok, tmp_path / "bert", dropout=0.5))
     seg.config.clip = tower_spec(seg.question_encoder.clip)
     enc = seg.question_encoder
     assert isinstance(enc.clip, BertModel) and enc.proj.in_features == 48
@@ -462,3 +444,99 @@ def test_packaged_sentence_encoder_is_checked_against_the_published_hash(tmp_pat
         se.packaged_sentence_encoder()
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == se.PACKAGE else find(name, *a))
     assert se.packaged_sentence_encoder() is None
+
+
+def test_scale_jitter_moves_image_words_targets_and_prompt_together(docs, tok):
+    ds = DocumentDataset(docs / "d")
+    pairs = [
+        (p, q)
+        for p, q in question_pairs([docs / "d"], SplitConfig(layouts=[], template_modulus=0), "all")
+        if ds[p].questions[q].answers[0].word_ids and lexical_prior(ds[p].questions[q].text, ds[p], 256, 128).any()
+    ][:8]
+    items = [(i, (ds[p], q)) for i, (p, q) in enumerate(pairs)]
+    cfg = CollateConfig(image_size=256, mask_size=128, max_tokens=256)
+    plain = SegmentCollator(tok, tok, cfg, seed=0, lexical_prior=True)(items)
+    make = lambda j: SegmentCollator(tok, tok, cfg, seed=0, lexical_prior=True, jitter=j)  # noqa: E731
+    torch.testing.assert_close(make(0.0)(items)["pixel_values"], plain["pixel_values"])
+    moved = make(0.6)(items)
+    torch.testing.assert_close(moved["target"], make(0.6)(items)["target"])  # drawn per position: repeatable
+    assert not torch.equal(moved["target"], plain["target"])
+    for i, (p, q) in enumerate(pairs):
+        page, answer = ds[p], ds[p].questions[q].answers[0]
+        target, prior = moved["target"][i, 0] > 0, moved["prior"][i, 0] > 0
+        # Every token of an answer word has its box centre inside the moved target.
+        tokens = [t for t, w in enumerate(moved["word_index"][i].tolist()) if w in answer.word_ids]
+        assert tokens
+        for t in tokens:
+            x0, y0, x1, y1 = moved["bbox"][i, t].tolist()
+            cx, cy = int((x0 + x1) / 2000 * 128), int((y0 + y1) / 2000 * 128)
+            assert target[cy, cx], (page.questions[q].text, t)
+
+        # The prompt moved with the page: it overlaps the moved target as much as before (up to resampling).
+        def iou(a, b):
+            return float((a & b).sum()) / max(1, float((a | b).sum()))
+
+        assert abs(iou(prior, target) - iou(plain["prior"][i, 0] > 0, plain["target"][i, 0] > 0)) < 0.25
+        # The image moved with the words: there is ink under every answer token's box, and not on blank paper.
+        image = moved["pixel_values"][i].min(0).values  # (256, 256), −1 black … 1 white
+        for t in tokens:
+            x0, y0, x1, y1 = (v * 256 // 1000 for v in moved["bbox"][i, t].tolist())
+            assert float(image[y0 : y1 + 1, x0 : x1 + 1].min()) < 0.8  # paper is ≥ 0.95
+    with pytest.raises(ValueError, match="jitter"):
+        make(1.0)
+
+
+def test_answers_snap_to_the_box_of_the_ocr_words_they_cover():
+    from docjepa.data.segment import box_mask
+    from docjepa.predictor import snap_to_words, words_box
+
+    words = _page([("12", (45, 40, 57, 50)), ("May", (60, 40, 80, 50)), ("2024", (83, 40, 110, 50))])
+    page = Page("x", 0, 200, 100, b"", words, "t")
+    frame = 0.5  # page pixels → mask pixels: a 100×100 mask for a 200×100 page
+    rough = np.zeros((100, 100), dtype=bool)
+    rough[21:25, 26:50] = True  # word centres at mask columns 25 ("12": outside), 35 and 48, row 22
+    assert words_box(rough, page, frame) == (60, 40, 110, 50)  # "May" and "2024" only
+    snapped, box = snap_to_words(rough, page, frame)
+    assert box == (60, 40, 110, 50)
+    np.testing.assert_array_equal(snapped, box_mask(box, page, frame, 100))  # drawn as answers are drawn
+    # A region much larger than the words it covers (a table column, a signature area) is kept as drawn.
+    big = np.zeros((100, 100), dtype=bool)
+    big[10:90, 25:60] = True
+    kept, none = snap_to_words(big, page, frame)
+    assert none is None and kept is big
+    # With min_agreement 0 it snaps whatever the overlap; a mask on no word centre is kept.
+    assert snap_to_words(big, page, frame, min_agreement=0.0)[1] == (45, 40, 110, 50)
+    empty = np.zeros((100, 100), dtype=bool)
+    empty[80:90, 80:90] = True
+    assert snap_to_words(empty, page, frame)[1] is None
+
+
+def test_predictor_answer_is_the_chosen_mask_snapped_to_words(docs, tok):
+    from docjepa.predictor import snap_to_words
+
+    torch.manual_seed(0)
+    model = DocJepaForSegmentation(build_config("tiny", len(tok)))
+    page = DocumentDataset(docs / "d")[0]
+    raw = DocumentPredictor(model, tok, device="cpu", snap=None)
+    snapping = DocumentPredictor(model, tok, device="cpu", snap=0.0)
+    for p in (raw, snapping):
+        p.set_page(page)
+    snapped = 0
+    for q in page.questions[:4]:
+        logits, scores = raw.predict_logits(q.text)
+        chosen = (logits[choose_mask(logits, scores)] > 0).numpy()
+        mask, box = raw.answer_mask(logits, scores)
+        assert box is None and np.array_equal(mask, chosen)
+        mask, box = snapping.answer_mask(logits, scores)
+        expected, expected_box = snap_to_words(chosen, page, raw.scale * 128 / 256, 0.0)
+        assert box == expected_box and np.array_equal(mask, expected)
+        pred = snapping.predict(q.text)
+        assert pred.answer.shape == (page.height, page.width) and pred.answer_box == box
+        if box is not None:  # at page resolution: the words' box grown by the answers' 2-pixel margin
+            snapped += 1
+            ys, xs = np.nonzero(pred.answer)
+            assert abs(xs.min() - (box[0] - 2)) <= 1 and abs(xs.max() + 1 - (box[2] + 2)) <= 1
+            assert abs(ys.min() - (box[1] - 2)) <= 1 and abs(ys.max() + 1 - (box[3] + 2)) <= 1
+        else:
+            np.testing.assert_array_equal(pred.answer, pred.masks[pred.best])
+    assert snapped  # the untrained decoder's masks cover words: both branches are exercised

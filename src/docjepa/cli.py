@@ -139,9 +139,11 @@ def _train_command(kind: str):
 def cmd_evaluate(args: argparse.Namespace) -> None:
     from .data.split import SplitConfig
     from .eval.evaluate import evaluate
-    from .predictor import DocumentPredictor
+    from .predictor import SNAP_AGREEMENT, DocumentPredictor
 
-    predictor = DocumentPredictor.from_pretrained(args.checkpoint, device=args.device)
+    predictor = DocumentPredictor.from_pretrained(
+        args.checkpoint, device=args.device, snap=None if args.no_snap else SNAP_AGREEMENT
+    )
     split = SplitConfig(layouts=args.heldout_layouts, template_modulus=args.template_modulus)
     result = evaluate(predictor, args.data, split, part=args.split, limit=args.limit, progress=not args.no_progress)
     text = json.dumps(result, indent=1)
@@ -165,6 +167,7 @@ def cmd_predict(args: argparse.Namespace) -> None:
         lang=args.lang,
         device=args.device,
         multimask=args.multimask,
+        snap=not args.no_snap,
     )
     print(json.dumps(result, indent=1))
 
@@ -276,6 +279,11 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--limit", type=int, default=None, help="at most this many questions")
     e.add_argument("--out", type=Path, default=None, help="also write the JSON here")
     e.add_argument("--device", default=None)
+    e.add_argument(
+        "--no-snap",
+        action="store_true",
+        help="the decoder's chosen mask as drawn, not snapped to the box of the OCR words it covers",
+    )
     e.add_argument("--no-progress", action="store_true")
     e.set_defaults(func=cmd_evaluate)
     r = sub.add_parser("predict", help="mask of the region answering a question, on an image or a PDF page")
@@ -289,6 +297,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--dpi", type=int, default=150)
     r.add_argument("--lang", default="eng")
     r.add_argument("--multimask", action="store_true", help="also write the two other candidate masks")
+    r.add_argument(
+        "--no-snap",
+        action="store_true",
+        help="the decoder's chosen mask as drawn, not snapped to the box of the OCR words it covers",
+    )
     r.add_argument("--device", default=None)
     r.set_defaults(func=cmd_predict)
     d = sub.add_parser("demo", help="generate data, pre-train, fine-tune, evaluate, write an HTML report")

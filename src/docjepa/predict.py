@@ -11,7 +11,7 @@ from PIL import Image
 from .data.importer import ImportSummary, import_image, import_pdf
 from .data.record import Page
 from .eval.baseline import baseline_box
-from .predictor import DocumentPredictor, Prediction
+from .predictor import SNAP_AGREEMENT, DocumentPredictor, Prediction
 
 
 def load_page(
@@ -64,7 +64,7 @@ def write_prediction(
 ) -> dict:
     prefix.parent.mkdir(parents=True, exist_ok=True)
     best = pred.best
-    mask = pred.masks[best]
+    mask = pred.answer if pred.answer is not None else pred.masks[best]
     files = {"mask": f"{prefix}.mask.png", "overlay": f"{prefix}.overlay.png", "json": f"{prefix}.json"}
     Image.fromarray((mask * 255).astype(np.uint8)).save(files["mask"])
     overlay(page, mask).save(files["overlay"])
@@ -81,6 +81,7 @@ def write_prediction(
         "height": page.height,
         "scores": [float(s) for s in pred.scores],
         "best": best,
+        "snapped_to_words": pred.answer_box is not None,
         "mask_box": [int(xs.min()), int(ys.min()), int(xs.max()) + 1, int(ys.max()) + 1] if len(xs) else None,
         "mask_pixels": int(mask.sum()),
         "words": words_in(page, mask),
@@ -102,10 +103,12 @@ def predict_file(
     lang: str = "eng",
     device: str | None = None,
     multimask: bool = False,
+    snap: bool = True,
 ) -> dict:
-    """Load the page, run the model, write PREFIX.mask.png / .overlay.png / .json; returns the JSON content."""
+    """Load the page, run the model, write PREFIX.mask.png / .overlay.png / .json; returns the JSON content.
+    ``snap``: the answer becomes the box of the OCR words under the chosen mask when they agree (the default)."""
     doc = load_page(image, pdf, page, dpi, lang)
-    predictor = DocumentPredictor.from_pretrained(checkpoint, device=device)
+    predictor = DocumentPredictor.from_pretrained(checkpoint, device=device, snap=SNAP_AGREEMENT if snap else None)
     predictor.set_page(doc)
     prior = baseline_box(question, doc.words) if predictor.model.config.lexical_prior else None
     return write_prediction(doc, predictor.predict(question), question, Path(out), multimask, prior)

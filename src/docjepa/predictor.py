@@ -3,7 +3,8 @@
 predictor = DocumentPredictor.from_pretrained("runs/finetune")
 predictor.set_page(page)                       # or set_image(pil_image, words)
 p = predictor.predict("What is the invoice number?")
-p.masks[p.best]                                # (H, W) bool mask at page resolution
+p.answer                                       # (H, W) bool answer mask at page resolution
+p.masks[p.best]                                # the same before snapping to the OCR words
 """
 
 from __future__ import annotations
@@ -18,8 +19,11 @@ import torch.nn.functional as F
 from PIL import Image
 
 from .data.collate import CollateConfig, DocumentCollator
-from .data.record import Page, Word
-from .data.segment import lexical_prior, token_matches
+from .data.record import Page, Word, union_box
+from .data.segment import box_mask, lexical_prior, token_matches
+
+SNAP_AGREEMENT = 0.3
+"""Default ``min_agreement`` of :func:`snap_to_words` (chosen on in-distribution questions, see the README)."""
 
 
 def choose_mask(logits: torch.Tensor, scores: torch.Tensor) -> int:
@@ -35,6 +39,38 @@ def choose_mask(logits: torch.Tensor, scores: torch.Tensor) -> int:
     return int(s.argmax())
 
 
+def words_box(mask: np.ndarray, page: Page, frame: float) -> tuple[float, float, float, float] | None:
+    """The box (page pixels) around the OCR words whose centre lies inside ``mask`` (a boolean square-frame mask,
+    page pixels × ``frame`` = mask pixels), or None when it covers none."""
+    size = mask.shape[-1]
+    inside = []
+    for w in page.words:
+        cx, cy = int((w.box[0] + w.box[2]) / 2 * frame), int((w.box[1] + w.box[3]) / 2 * frame)
+        if 0 <= cx < size and 0 <= cy < size and mask[cy, cx]:
+            inside.append(w.box)
+    return union_box(inside, 0.0) if inside else None
+
+
+def snap_to_words(
+    mask: np.ndarray, page: Page, frame: float, min_agreement: float = SNAP_AGREEMENT
+) -> tuple[np.ndarray, tuple[float, float, float, float] | None]:
+    """Replace a mask by the box of the OCR words it covers, drawn as answers are drawn (``box_mask``), when that
+    box agrees with it (IoU ≥ ``min_agreement``); otherwise keep it. Returns the mask and the box (None: kept).
+
+    The decoder's masks are 4 page pixels a side at the tiny preset, coarse against a line of text two or three
+    mask pixels tall, so a mask on the right words still misses part of their box; answers that are words are
+    whole words. A mask that the words' box would change a lot (a signature area, a table column: regions that
+    are not words) is kept as it is."""
+    box = words_box(mask, page, frame)
+    if box is None:
+        return mask, None
+    snapped = box_mask(box, page, frame, mask.shape[-1])
+    union = int((snapped | mask).sum())
+    if union == 0 or (snapped & mask).sum() / union < min_agreement:
+        return mask, None
+    return snapped, box
+
+
 @dataclass
 class Prediction:
     """Masks for one prompt."""
@@ -45,6 +81,10 @@ class Prediction:
     """(N,) predicted IoU of each mask."""
     masks: np.ndarray
     """(N, H, W) boolean masks at the page's resolution."""
+    answer: np.ndarray | None = None
+    """(H, W) the answer: mask ``best``, snapped to the box of the OCR words it covers (see :func:`snap_to_words`)."""
+    answer_box: tuple[float, float, float, float] | None = None
+    """That words' box in page pixels (None: the mask was kept as the decoder drew it)."""
 
     @property
     def best(self) -> int:
@@ -63,7 +103,9 @@ class DocumentPredictor:
         device: str | torch.device | None = None,
         max_tokens: int = 512,
         max_question_tokens: int = 32,
+        snap: float | None = SNAP_AGREEMENT,
     ) -> None:
+        """``snap``: the ``min_agreement`` with which answers are snapped to the OCR words (None: never)."""
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         self.model = model.to(self.device).eval()
         self.tokenizer, self.qtok = tokenizer, question_tokenizer or tokenizer
@@ -71,13 +113,15 @@ class DocumentPredictor:
         self.collate = DocumentCollator(
             tokenizer, CollateConfig(image_size=self.size, mask_size=model.config.mask_size, max_tokens=max_tokens)
         )
-        self.max_q = max_question_tokens
+        self.max_q, self.snap = max_question_tokens, snap
         self.page: Page | None = None
         self.encoding = None  # PageEncoding of the current page
         self.scale = 1.0
 
     @classmethod
-    def from_pretrained(cls, path: str | Path, device: str | torch.device | None = None) -> DocumentPredictor:
+    def from_pretrained(
+        cls, path: str | Path, device: str | torch.device | None = None, snap: float | None = SNAP_AGREEMENT
+    ) -> DocumentPredictor:
         """From a fine-tuning run folder, checkpoint folder or model folder (tokenizers are stored with it)."""
         from transformers import AutoTokenizer, PreTrainedTokenizerFast
         from transformers.utils import logging as hf_logging
@@ -95,7 +139,7 @@ class DocumentPredictor:
         tok = PreTrainedTokenizerFast.from_pretrained(model_dir)
         qdir = model_dir / "question_tokenizer"
         qtok = AutoTokenizer.from_pretrained(qdir) if qdir.is_dir() else tok
-        return cls(model, tok, qtok, device=device)
+        return cls(model, tok, qtok, device=device, snap=snap)
 
     @torch.no_grad()
     def set_page(self, page: Page) -> None:
@@ -153,6 +197,16 @@ class DocumentPredictor:
         )
         return out.masks[0].float(), out.iou[0].float()
 
+    def answer_mask(
+        self, logits: torch.Tensor, scores: torch.Tensor
+    ) -> tuple[np.ndarray, tuple[float, float, float, float] | None]:
+        """The answer in the square frame (M, M) bool from candidate logits: the chosen mask (:func:`choose_mask`),
+        snapped to the OCR words of the current page; and the snapped words' box in page pixels (or None)."""
+        mask = (logits[choose_mask(logits, scores)] > 0).cpu().numpy()
+        if self.snap is None:
+            return mask, None
+        return snap_to_words(mask, self.page, self.scale * mask.shape[-1] / self.size, self.snap)
+
     def predict(
         self, question: str | None = None, points=None, point_labels=None, box=None, multimask: bool = True
     ) -> Prediction:
@@ -164,4 +218,12 @@ class DocumentPredictor:
         h, w = max(1, round(page.height * frame)), max(1, round(page.width * frame))
         crop = logits[:, :h, :w].unsqueeze(0)
         full = F.interpolate(crop, size=(page.height, page.width), mode="bilinear", align_corners=False)[0]
-        return Prediction(logits=logits.cpu(), scores=scores.cpu().numpy(), masks=(full > 0).cpu().numpy())
+        masks = (full > 0).cpu().numpy()
+        best = choose_mask(logits, scores)
+        _, words = self.answer_mask(logits, scores)
+        answer = masks[best]
+        if words is not None:  # the words' box, drawn at the page's resolution as answers are drawn
+            answer = box_mask(words, page, 1.0, max(page.height, page.width))[: page.height, : page.width]
+        return Prediction(
+            logits=logits.cpu(), scores=scores.cpu().numpy(), masks=masks, answer=answer, answer_box=words
+        )

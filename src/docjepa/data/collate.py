@@ -4,6 +4,9 @@ Each page is resized so its longer side is ``image_size`` and pasted at the top 
 (letterboxing keeps the aspect ratio and lets one scale factor map page pixels to model pixels). Words
 are tokenised with each sub-token keeping its word's box, in 0…1000 of the square. Answer masks are
 rasterised at ``mask_size`` × ``mask_size`` in the same square frame, one per valid answer.
+
+For training augmentation a :class:`Placement` can shrink a page further and put it elsewhere in the square;
+image, word boxes and masks all move with it.
 """
 
 from __future__ import annotations
@@ -33,39 +36,82 @@ class CollateConfig:
     """Answers kept per question (ambiguous questions have several)."""
 
 
+@dataclass(frozen=True)
+class Placement:
+    """Where a page lands in the square input: its fitted size times ``zoom`` (≤ 1), its top left corner at
+    (``dx``, ``dy``) pixels of the mask grid (whole mask pixels, so masks move without resampling)."""
+
+    zoom: float = 1.0
+    dx: int = 0
+    dy: int = 0
+
+    def scale(self, page: Page, side: int) -> float:
+        """Page pixels → pixels of a square of ``side`` (the image or the mask grid)."""
+        return side / max(page.width, page.height) * self.zoom
+
+    def offset(self, mask_size: int, side: int) -> tuple[float, float]:
+        """The top left corner in pixels of a square of ``side``."""
+        return self.dx * side / mask_size, self.dy * side / mask_size
+
+
+def random_placement(page: Page, mask_size: int, jitter: float, gen: torch.Generator) -> Placement:
+    """A zoom drawn uniformly from [1 − jitter, 1] and a uniformly drawn position where the page still fits."""
+    zoom = 1.0 - jitter * float(torch.rand(1, generator=gen))
+    s = Placement(zoom).scale(page, mask_size)
+    free_x = max(0, mask_size - round(page.width * s))
+    free_y = max(0, mask_size - round(page.height * s))
+    dx = int(torch.randint(free_x + 1, (1,), generator=gen))
+    dy = int(torch.randint(free_y + 1, (1,), generator=gen))
+    return Placement(zoom, dx, dy)
+
+
+def paste(canvas: np.ndarray, patch: np.ndarray, dx: int, dy: int) -> None:
+    """Write ``patch`` into ``canvas`` with its top left corner at (dx, dy), clipped to the canvas."""
+    h, w = min(patch.shape[0], canvas.shape[0] - dy), min(patch.shape[1], canvas.shape[1] - dx)
+    if h > 0 and w > 0:
+        canvas[dy : dy + h, dx : dx + w] = patch[:h, :w]
+
+
 class DocumentCollator:
     """Callable for ``DataLoader(collate_fn=…)`` over items ``(page, question index or None)``."""
 
     def __init__(self, tokenizer, config: CollateConfig | None = None) -> None:
         self.tokenizer, self.cfg = tokenizer, config or CollateConfig()
 
-    def _image(self, page: Page) -> tuple[torch.Tensor, float]:
-        s = self.cfg.image_size / max(page.width, page.height)
+    def _image(self, page: Page, place: Placement) -> torch.Tensor:
+        side = self.cfg.image_size
+        s = place.scale(page, side)
         img = page.pil().resize((max(1, round(page.width * s)), max(1, round(page.height * s))), Image.BILINEAR)
-        canvas = Image.new("RGB", (self.cfg.image_size, self.cfg.image_size), "white")
-        canvas.paste(img, (0, 0))
+        canvas = Image.new("RGB", (side, side), "white")
+        ox, oy = place.offset(self.cfg.mask_size, side)
+        canvas.paste(img, (round(ox), round(oy)))
         x = torch.from_numpy(np.asarray(canvas, dtype=np.float32) / 255.0).permute(2, 0, 1)  # (3, S, S)
-        return (x - 0.5) / 0.5, s
+        return (x - 0.5) / 0.5
 
-    def _masks(self, page: Page, question: int, s: float) -> tuple[torch.Tensor, torch.Tensor]:
+    def _masks(self, page: Page, question: int, place: Placement) -> tuple[torch.Tensor, torch.Tensor]:
         m, n = self.cfg.mask_size, self.cfg.max_answers
-        scale = s * m / self.cfg.image_size  # page pixels → mask pixels
-        out = torch.zeros(n, m, m)
+        scale = place.scale(page, m)  # page pixels → mask pixels
+        out = np.zeros((n, m, m), dtype=np.float32)
         valid = torch.zeros(n, dtype=torch.bool)
         for a, answer in enumerate(page.questions[question].answers[:n]):
             h, w = max(1, round(page.height * scale)), max(1, round(page.width * scale))
-            mask = rasterize(answer.regions, (page.height, page.width), (h, w))
-            out[a, : min(h, m), : min(w, m)] = torch.from_numpy(mask[:m, :m])
+            paste(out[a], rasterize(answer.regions, (page.height, page.width), (h, w)), place.dx, place.dy)
             valid[a] = True
-        return out, valid
+        return torch.from_numpy(out), valid
 
-    def __call__(self, items: Sequence[tuple[Page, int | None]]) -> dict:
+    def __call__(self, items: Sequence[tuple[Page, int | None]], placements: Sequence[Placement] | None = None) -> dict:
+        """Items (page, question index or None) → a batch; ``placements`` (one per item) move the pages in the
+        square input (default: fitted at the top left)."""
         images, ids, boxes, word_ids, masks, valid, questions, qtypes = [], [], [], [], [], [], [], []
-        for page, question in items:
-            x, s = self._image(page)
-            images.append(x)
+        for k, (page, question) in enumerate(items):
+            place = placements[k] if placements is not None else Placement()
+            images.append(self._image(page, place))
             side = self.cfg.image_size
-            word_boxes = [normalise_box(tuple(v * s for v in w.box), side, side) for w in page.words]
+            s, (ox, oy) = place.scale(page, side), place.offset(self.cfg.mask_size, side)
+            word_boxes = [
+                normalise_box((w.box[0] * s + ox, w.box[1] * s + oy, w.box[2] * s + ox, w.box[3] * s + oy), side, side)
+                for w in page.words
+            ]
             enc = tokenize_words(
                 self.tokenizer, [w.text for w in page.words] or [""], word_boxes or [[0, 0, 0, 0]], self.cfg.max_tokens
             )
@@ -78,7 +124,7 @@ class DocumentCollator:
                 questions.append("")
                 qtypes.append("")
             else:
-                mk, vd = self._masks(page, question, s)
+                mk, vd = self._masks(page, question, place)
                 masks.append(mk)
                 valid.append(vd)
                 questions.append(page.questions[question].text)

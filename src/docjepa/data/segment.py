@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from ..eval.baseline import baseline_box
-from .collate import CollateConfig, DocumentCollator
+from .collate import CollateConfig, DocumentCollator, Placement, paste, random_placement
 from .lexical import word_matches
 from .record import Page, box_polygon, rasterize
 
@@ -19,25 +19,30 @@ def token_matches(question: str, page: Page, word_index: torch.Tensor) -> torch.
     return hits[word_index]
 
 
-def box_mask(box: tuple[float, float, float, float] | None, page: Page, scale: float, size: int) -> np.ndarray:
-    """A page-pixel box as a boolean (size, size) mask in the square frame (page × scale), drawn exactly as the
-    answers are (the generator pads answer boxes by 2 px and fills them as polygons); all False for None."""
+def box_mask(
+    box: tuple[float, float, float, float] | None, page: Page, scale: float, size: int, dx: int = 0, dy: int = 0
+) -> np.ndarray:
+    """A page-pixel box as a boolean (size, size) mask in the square frame (page × scale, its corner at (dx, dy)),
+    drawn exactly as the answers are (the generator pads answer boxes by 2 px and fills them as polygons); all
+    False for None."""
     m = np.zeros((size, size), dtype=bool)
     if box is not None:
         h, w = max(1, round(page.height * scale)), max(1, round(page.width * scale))
         padded = (box[0] - 2, box[1] - 2, box[2] + 2, box[3] + 2)
-        r = rasterize([box_polygon(padded)], (page.height, page.width), (h, w))
-        m[: min(h, size), : min(w, size)] = r[:size, :size]
+        paste(m, rasterize([box_polygon(padded)], (page.height, page.width), (h, w)) > 0, dx, dy)
     return m
 
 
-def lexical_prior(question: str, page: Page, image_size: int, mask_size: int) -> torch.Tensor:
+def lexical_prior(
+    question: str, page: Page, image_size: int, mask_size: int, place: Placement | None = None
+) -> torch.Tensor:
     """(M, M) float mask prompt: the OCR-matching baseline's answer box (``docjepa.eval.baseline``) in the square
     frame at the decoder's output resolution, drawn as the answers are (:func:`box_mask`), so the prompt scores
     exactly what the baseline scores; all zeros when it finds nothing. The model takes it as SAM takes a coarse
-    mask to refine."""
-    scale = image_size / max(page.width, page.height) * mask_size / image_size  # page pixels → mask pixels
-    return torch.from_numpy(box_mask(baseline_box(question, page.words), page, scale, mask_size)).float()
+    mask to refine. ``place``: where the page lies in the square (default: fitted at the top left)."""
+    place = place or Placement()
+    box = baseline_box(question, page.words)
+    return torch.from_numpy(box_mask(box, page, place.scale(page, mask_size), mask_size, place.dx, place.dy)).float()
 
 
 class SegmentCollator:
@@ -50,6 +55,9 @@ class SegmentCollator:
     :func:`lexical_prior`), which the model takes as its mask prompt. With ``question_dropout`` > 0, that fraction
     of the samples whose prompt is not empty (drawn per position) lose their question: the model sees the mask
     prompt alone and learns to refine it without relying on the wording (as SAM trains mask-only prompts).
+    With ``jitter`` > 0 each sample's page is shrunk by a factor drawn from [1 − jitter, 1] and put at a random
+    place in the square input (drawn per position; image, words, target and prompt move together), so where an
+    answer usually lies on a trained layout is no shortcut (SAM's scale jitter).
     """
 
     def __init__(
@@ -61,12 +69,15 @@ class SegmentCollator:
         seed: int = 0,
         lexical_prior: bool = False,
         question_dropout: float = 0.0,
+        jitter: float = 0.0,
     ) -> None:
         if not 0.0 <= question_dropout < 1.0:
             raise ValueError(f"question_dropout must be in [0, 1), not {question_dropout}")
+        if not 0.0 <= jitter < 1.0:
+            raise ValueError(f"jitter must be in [0, 1), not {jitter}")
         self.base = DocumentCollator(tokenizer, collate)
         self.qtok, self.max_q, self.seed = question_tokenizer, max_question_tokens, seed
-        self.lexical_prior, self.question_dropout = lexical_prior, question_dropout
+        self.lexical_prior, self.question_dropout, self.jitter = lexical_prior, question_dropout, jitter
 
     def questions(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
         enc = self.qtok(texts, padding=True, truncation=True, max_length=self.max_q, return_tensors="pt")
@@ -76,11 +87,20 @@ class SegmentCollator:
         good = [(pos, item) for pos, item in items if item is not None]
         if not good:
             return None
-        batch = self.base([item for _, item in good])
+        size, m = self.base.cfg.image_size, self.base.cfg.mask_size
+        places = [
+            random_placement(page, m, self.jitter, torch.Generator().manual_seed(self.seed * 1_000_003 + pos + 29))
+            if self.jitter
+            else Placement()
+            for pos, (page, _) in good
+        ]
+        batch = self.base([item for _, item in good], places)
         if self.lexical_prior:
-            size, m = self.base.cfg.image_size, self.base.cfg.mask_size
             batch["prior"] = torch.stack(
-                [lexical_prior(q, page, size, m) for q, (_, (page, _)) in zip(batch["questions"], good)]
+                [
+                    lexical_prior(q, page, size, m, place)
+                    for q, (_, (page, _)), place in zip(batch["questions"], good, places)
+                ]
             ).unsqueeze(1)  # (B, 1, M, M)
             if self.question_dropout:
                 for i, (pos, _) in enumerate(good):

@@ -22,7 +22,10 @@ def _similar(a: str, b: str) -> float:
         return 1.0
     if len(a) >= 4 and len(b) >= 4 and a[:4] == b[:4]:
         return 0.9
-    r = difflib.SequenceMatcher(None, a, b).ratio()
+    m = difflib.SequenceMatcher(None, a, b)
+    if m.real_quick_ratio() < 0.8 or m.quick_ratio() < 0.8:  # upper bounds of ratio(): same result, less work
+        return 0.0
+    r = m.ratio()
     return r if r >= 0.8 else 0.0
 
 

@@ -12,7 +12,6 @@ from ..data.record import Page, rasterize
 from ..data.segment import box_mask
 from ..data.shards import DocumentDataset
 from ..data.split import SplitConfig, question_pairs
-from ..predictor import choose_mask
 from .baseline import baseline_box
 from .metrics import Scores, best_answer
 
@@ -38,7 +37,8 @@ def evaluate(
     progress: bool = True,
     keep_examples: int = 0,
 ) -> dict:
-    """Scores of the model (its top-scored mask) and of the baseline on the ``part`` pairs of ``roots``.
+    """Scores of the model (its answer: the top-scored non-empty mask, snapped to the OCR words when the predictor
+    snaps) and of the baseline on the ``part`` pairs of ``roots``.
 
     With ``keep_examples`` > 0 the first few predictions are returned too (for the demo report).
     """
@@ -63,7 +63,7 @@ def evaluate(
             size = logits.shape[-1]
             frame = predictor.scale * size / predictor.size  # page pixels → mask pixels
             answers = answer_masks(page, q, frame, size)
-            pred = (logits[choose_mask(logits, scores)] > 0).cpu().numpy()
+            pred, _ = predictor.answer_mask(logits, scores)  # the chosen mask, snapped to the OCR words
             model.add(question.qtype, *best_answer(pred, answers))
             bmask = box_mask(baseline_box(question.text, page.words), page, frame, size)
             base.add(question.qtype, *best_answer(bmask, answers))

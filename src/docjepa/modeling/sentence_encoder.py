@@ -45,3 +45,14 @@ def packaged_sentence_encoder() -> Path | None:
     if digest != SHA256:
         raise ValueError(f"{weights} has SHA-256 {digest}, not all-MiniLM-L6-v2's published {SHA256}")
     return folder
+
+
+def resolve_tower(name: str) -> str:
+    """A question-tower setting → a folder: ``packaged`` names the packaged sentence encoder, anything else is
+    already a folder (or empty: no pre-trained tower)."""
+    if name != "packaged":
+        return name
+    folder = packaged_sentence_encoder()
+    if folder is None:
+        raise FileNotFoundError(f"model.clip=packaged needs the {PACKAGE} package: pip install -e '.[lang]'")
+    return str(folder)

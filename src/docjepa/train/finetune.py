@@ -17,6 +17,7 @@ from ..data.split import SplitConfig, question_pairs
 from ..modeling import DocJepaConfig, build_config
 from ..modeling.prompt_encoder import tower_spec
 from ..modeling.segmentation import DocJepaForSegmentation
+from ..modeling.sentence_encoder import resolve_tower
 from .checkpoint import resolve_model_dir
 from .config import to_dict
 from .data import EpochDataset, make_loader
@@ -36,7 +37,8 @@ class SegModelConfig:
     init: str = ""
     """Pre-training run / checkpoint / model folder to take the backbone (or a whole segmentation model) from."""
     clip: str = ""
-    """Local CLIP folder (``docjepa pretrain-clip`` output, or a user's CLIP checkpoint) for the question tower."""
+    """Question tower: a local CLIP folder (``docjepa pretrain-clip`` output, or a user's CLIP checkpoint), any
+    local pre-trained text-encoder folder, or ``packaged`` (the sentence encoder of the ``lang`` extra)."""
     text_encoder: str = ""
     """Local BERT folder for the text encoder when starting from scratch."""
     lexical_prior: bool = True
@@ -58,6 +60,9 @@ class SegDataConfig(DataConfig):
 
     max_question_tokens: int = 32
     """Longest question (tokens)."""
+    jitter: float = 0.0
+    """Scale jitter: each training page is shrunk by a factor drawn from [1 − jitter, 1] and placed at a random
+    position of the square input (0 = every page fitted at the top left, as at prediction time)."""
     split: SplitConfig = field(default_factory=SplitConfig)
     """Layouts and question templates held out of training (evaluated by ``docjepa evaluate``)."""
 
@@ -131,7 +136,7 @@ def finetune(
     """Run (or resume) fine-tuning into ``out``; returns the last logged metrics."""
     out = Path(out)
     ckpt, device = start_run(out, resume, cfg.run)
-
+    cfg.model.clip = resolve_tower(cfg.model.clip)
     if not cfg.model.text_encoder:
         tokenizer_from_init(cfg.data, cfg.model.init)
     tokenizer = load_tokenizer(cfg.data, out, cfg.model.text_encoder)
@@ -171,6 +176,7 @@ def finetune(
         seed=cfg.run.seed,
         lexical_prior=mcfg.lexical_prior,
         question_dropout=cfg.model.question_dropout if mcfg.lexical_prior else 0.0,
+        jitter=cfg.data.jitter,
     )
     loader = make_loader(
         EpochDataset(pages, cfg.run.seed, pairs), collate, cfg.run.batch_size, samples, cfg.data.workers

@@ -1,0 +1,24 @@
+"""Small builders shared by several test files."""
+
+from pathlib import Path
+
+import torch
+
+
+def tiny_bert_folder(tok, path: Path, dropout: float = 0.1) -> Path:
+    """A small random BERT saved with ``tok``: stands in for a user's pre-trained sentence encoder."""
+    from transformers import BertConfig, BertModel
+
+    torch.manual_seed(3)
+    cfg = BertConfig(
+        vocab_size=len(tok),
+        hidden_size=48,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=96,
+        max_position_embeddings=64,
+        hidden_dropout_prob=dropout,
+    )
+    BertModel(cfg).save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
