@@ -22,6 +22,13 @@ def demo(tmp_path_factory):
     return out
 
 
+def finetune_briefly(demo, out, *options: str) -> None:
+    """Three fine-tuning steps on the demo's data with its tokenizer, the tiny config and ``options``."""
+    data = [f"--data.train=[{demo / 'data' / 'train'}]", f"--data.tokenizer={demo / 'tokenizer'}"]
+    steps = ["--run.steps=3", "--run.threads=2", "--no-progress"]
+    main(["finetune", "--config", "configs/finetune/tiny.yaml", *data, *options, *steps, "--out", str(out)])
+
+
 def test_demo_quick_mode_writes_report_and_results(demo, capsys):
     results = json.loads((demo / "results.json").read_text())
     for part in ("heldout", "train"):
@@ -163,22 +170,12 @@ def test_finetune_with_frozen_backbone_and_question_dropout(demo, tmp_path):
     from docjepa.train.checkpoint import resolve_model_dir
 
     out = tmp_path / "ft"
-    main(
-        [
-            "finetune",
-            "--config",
-            "configs/finetune/tiny.yaml",
-            f"--data.train=[{demo / 'data' / 'train'}]",
-            f"--data.tokenizer={demo / 'tokenizer'}",
-            f"--model.init={demo / 'finetune'}",  # a whole segmentation model: every tensor has a reference
-            "--model.freeze_backbone=true",
-            "--model.question_dropout=0.5",
-            "--run.steps=3",
-            "--run.threads=2",
-            "--out",
-            str(out),
-            "--no-progress",
-        ]
+    finetune_briefly(
+        demo,
+        out,
+        f"--model.init={demo / 'finetune'}",  # a whole segmentation model: every tensor has a reference
+        "--model.freeze_backbone=true",
+        "--model.question_dropout=0.5",
     )
     before = DocJepaForSegmentation.from_pretrained(resolve_model_dir(demo / "finetune")).state_dict()
     after = DocJepaForSegmentation.from_pretrained(resolve_model_dir(out)).state_dict()
@@ -229,22 +226,12 @@ def test_finetune_with_a_frozen_pretrained_question_tower(demo, tmp_path):
     from docjepa.predictor import DocumentPredictor
 
     tiny_bert_folder(PreTrainedTokenizerFast.from_pretrained(demo / "tokenizer"), tmp_path / "bert")
-    main(
-        [
-            "finetune",
-            "--config",
-            "configs/finetune/tiny.yaml",
-            f"--data.train=[{demo / 'data' / 'train'}]",
-            f"--data.tokenizer={demo / 'tokenizer'}",
-            f"--model.init={demo / 'pretrain'}",
-            f"--model.clip={tmp_path / 'bert'}",
-            "--model.freeze_question_tower=true",
-            "--run.steps=3",
-            "--run.threads=2",
-            "--out",
-            str(tmp_path / "ft"),
-            "--no-progress",
-        ]
+    finetune_briefly(
+        demo,
+        tmp_path / "ft",
+        f"--model.init={demo / 'pretrain'}",
+        f"--model.clip={tmp_path / 'bert'}",
+        "--model.freeze_question_tower=true",
     )
     predictor = DocumentPredictor.from_pretrained(tmp_path / "ft")
     tower = predictor.model.question_encoder.clip

@@ -169,7 +169,7 @@ def test_baseline_finds_the_value_next_to_the_key():
 def test_lexical_prior_is_the_baseline_box_in_the_mask_frame():
     words = _page([("Date:", (10, 40, 40, 50)), ("12", (45, 40, 57, 50)), ("May", (60, 40, 80, 50))])
     page = Page("x", 0, 400, 200, b"", words, "t")  # wider than tall: scale = 256 / 400 onto the square
-    m = lexical_prior("When is the date?", page, 256, 128)
+    m = lexical_prior("When is the date?", page, 128)
     f = 256 / 400 * 128 / 256  # page pixels → mask pixels
     ys, xs = m.nonzero(as_tuple=True)
     assert m.shape == (128, 128) and set(m.unique().tolist()) == {0.0, 1.0}
@@ -181,7 +181,7 @@ def test_lexical_prior_is_the_baseline_box_in_the_mask_frame():
         "x", 0, 400, 200, b"", words, "t", questions=[Question("q", "key", [Answer([box_polygon((43, 38, 82, 52))])])]
     )
     assert np.array_equal(m.numpy() > 0, answer_masks(drawn, 0, f, 128)[0])  # drawn as answers are (2 px padding)
-    assert lexical_prior("Who signed it?", page, 256, 128).sum() == 0  # no match: no prompt
+    assert lexical_prior("Who signed it?", page, 128).sum() == 0  # no match: no prompt
 
 
 def test_choose_mask_skips_empty_candidates(gen):
@@ -290,7 +290,7 @@ def test_predictor_caches_the_page_and_takes_prompts(docs, tok, monkeypatch):
     again = predictor.predict(page.questions[0].text)
     np.testing.assert_allclose(again.logits.numpy(), first.logits.numpy(), atol=1e-4)
     # A model fine-tuned with the lexical prior gets the OCR matcher's box as its mask prompt.
-    q = next(q.text for q in page.questions if lexical_prior(q.text, page, 256, 128).sum() > 0)
+    q = next(q.text for q in page.questions if lexical_prior(q.text, page, 128).sum() > 0)
     plain = predictor.predict(q)
     model.config.lexical_prior = True
     prompted = predictor.predict(q)
@@ -451,7 +451,7 @@ def test_scale_jitter_moves_image_words_targets_and_prompt_together(docs, tok):
     pairs = [
         (p, q)
         for p, q in question_pairs([docs / "d"], SplitConfig(layouts=[], template_modulus=0), "all")
-        if ds[p].questions[q].answers[0].word_ids and lexical_prior(ds[p].questions[q].text, ds[p], 256, 128).any()
+        if ds[p].questions[q].answers[0].word_ids and lexical_prior(ds[p].questions[q].text, ds[p], 128).any()
     ][:8]
     items = [(i, (ds[p], q)) for i, (p, q) in enumerate(pairs)]
     cfg = CollateConfig(image_size=256, mask_size=128, max_tokens=256)

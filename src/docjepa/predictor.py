@@ -174,7 +174,7 @@ class DocumentPredictor:
             match = token_matches(question, self.page, self.word_index).unsqueeze(0).to(self.device)
             if self.model.config.lexical_prior:
                 m = self.model.config.mask_size
-                prior = lexical_prior(question, self.page, self.size, m).view(1, 1, m, m).to(self.device)
+                prior = lexical_prior(question, self.page, m).view(1, 1, m, m).to(self.device)
         if points is not None:
             pts = torch.as_tensor(points, dtype=torch.float32, device=self.device).view(1, -1, 2) * self.scale
             labels = torch.as_tensor(

@@ -33,9 +33,7 @@ def box_mask(
     return m
 
 
-def lexical_prior(
-    question: str, page: Page, image_size: int, mask_size: int, place: Placement | None = None
-) -> torch.Tensor:
+def lexical_prior(question: str, page: Page, mask_size: int, place: Placement | None = None) -> torch.Tensor:
     """(M, M) float mask prompt: the OCR-matching baseline's answer box (``docjepa.eval.baseline``) in the square
     frame at the decoder's output resolution, drawn as the answers are (:func:`box_mask`), so the prompt scores
     exactly what the baseline scores; all zeros when it finds nothing. The model takes it as SAM takes a coarse
@@ -87,7 +85,7 @@ class SegmentCollator:
         good = [(pos, item) for pos, item in items if item is not None]
         if not good:
             return None
-        size, m = self.base.cfg.image_size, self.base.cfg.mask_size
+        m = self.base.cfg.mask_size
         places = [
             random_placement(page, m, self.jitter, torch.Generator().manual_seed(self.seed * 1_000_003 + pos + 29))
             if self.jitter
@@ -97,10 +95,7 @@ class SegmentCollator:
         batch = self.base([item for _, item in good], places)
         if self.lexical_prior:
             batch["prior"] = torch.stack(
-                [
-                    lexical_prior(q, page, size, m, place)
-                    for q, (_, (page, _)), place in zip(batch["questions"], good, places)
-                ]
+                [lexical_prior(q, page, m, place) for q, (_, (page, _)), place in zip(batch["questions"], good, places)]
             ).unsqueeze(1)  # (B, 1, M, M)
             if self.question_dropout:
                 for i, (pos, _) in enumerate(good):
