@@ -1,5 +1,7 @@
 """Document data: record format, synthetic generator, shards, info."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -11,6 +13,7 @@ from docjepa.data.record import Page, rasterize
 from docjepa.data.shards import DocumentDataset, ShardWriter, iter_pages
 from docjepa.data.synth.generate import NoiseOptions, generate, generate_page
 from docjepa.data.synth.layouts import LAYOUTS
+from docjepa.data.synth.phrasings import EXTRA
 
 SIZE = 384
 
@@ -35,6 +38,38 @@ def test_generator_variety():
     assert len(texts) > 100  # templates × content, not a handful of fixed strings
     assert all(p.words and p.questions for p in pages)
     assert any(len(q.answers) > 1 for p in pages for q in p.questions)  # ambiguity is kept
+
+
+def test_extended_phrasings_change_only_the_wording():
+    fields = re.compile(r"\{(\w+)\}")
+    extra = {t: key for key, more in EXTRA.items() for t in more}
+    assert not set(extra) & set(EXTRA)  # no extra wording repeats a kind's first original template
+    for key, more in EXTRA.items():
+        assert len(more) == 3 and all(set(fields.findall(t)) == set(fields.findall(key)) for t in more), key
+    changed = total = 0
+    for i in range(30):
+        a = generate_page(i, seed=3, size=SIZE, phrasings="original")
+        b = generate_page(i, seed=3, size=SIZE, phrasings="extended")
+        assert a.image == b.image and a.words == b.words and a.layout == b.layout
+        assert [(q.qtype, q.answers) for q in a.questions] == [(q.qtype, q.answers) for q in b.questions]
+        assert not any(q.template in extra for q in a.questions)
+        for qa, qb in zip(a.questions, b.questions):
+            total += 1
+            if qa.template != qb.template:
+                changed += 1
+                assert qb.template in extra and qb.text == qb.template.format(**_slots(qa))
+    # Each kind has 1-3 original wordings and 3 extra ones, all equally likely: about 60 % are reworded.
+    assert 0.45 < changed / total < 0.8, (changed, total)
+    with pytest.raises(ValueError, match="phrasings"):
+        generate_page(0, phrasings="paraphrased")
+
+
+def _slots(q) -> dict[str, str]:
+    """The values a question's template was filled with, read back from its text."""
+    pattern = re.escape(q.template)
+    for name in re.findall(r"\{(\w+)\}", q.template):
+        pattern = pattern.replace(re.escape("{" + name + "}"), f"(?P<{name}>.+)", 1)
+    return re.fullmatch(pattern, q.text).groupdict()
 
 
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))

@@ -43,9 +43,16 @@ def test_demo_quick_mode_writes_report_and_results(demo, capsys):
     assert results["question_tower"] == (str(packaged) if packaged else "clip (pre-trained here)")
     for stage in ("pretrain", "finetune") if packaged else ("pretrain", "clip", "finetune"):
         assert (demo / stage / "metrics.jsonl").is_file()
+    # Training pages carry the extended wordings, evaluation pages the original ones (the fixed benchmark).
+    for split, phrasings in (("train", "extended"), ("eval", "original")):
+        assert json.loads((demo / "data" / split / "generated.json").read_text())["phrasings"] == phrasings
+    assert "per_template" in results["heldout"]["model"] and "Held-out questions per template" in html
     # Running again finds every stage complete and only re-evaluates.
     main(["demo", "--quick", "--out", str(demo), "--no-progress"])
     assert "held-out mIoU" in capsys.readouterr().out
+    # Data generated otherwise is not silently reused.
+    with pytest.raises(ValueError, match="generated as"):
+        main(["demo", "--quick", "--out", str(demo), "--no-progress", "--phrasings", "original"])
 
 
 def test_evaluate_command(demo, tmp_path):

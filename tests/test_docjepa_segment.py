@@ -125,15 +125,20 @@ def test_metrics_on_hand_made_masks():
     assert iou_parts(a, b) == (4, 6)
     assert best_answer(a, [b, a]) == (4, 4)
     s = Scores()
-    s.add("key", 4, 6)  # 0.667
-    s.add("key", 0, 10)  # 0.0
-    s.add("table", 3, 4)  # 0.75
+    s.add("key", 4, 6, "What is the {l}?")  # 0.667
+    s.add("key", 0, 10, "Give the {l}.")  # 0.0
+    s.add("table", 3, 4, "What is the {l}?")  # 0.75
     out = s.summary()
     assert out["n"] == 3
     assert out["gIoU"] == pytest.approx((4 / 6 + 0 + 0.75) / 3)
     assert out["cIoU"] == pytest.approx(7 / 20)
     assert out["mIoU"] == pytest.approx(((4 / 6 + 0) / 2 + 0.75) / 2)
     assert out["per_type"]["table"] == {"n": 1, "gIoU": 0.75, "cIoU": 0.75}
+    assert out["per_template"]["What is the {l}?"]["gIoU"] == pytest.approx((4 / 6 + 0.75) / 2)
+    assert out["per_template"]["Give the {l}."] == {"n": 1, "gIoU": 0.0, "cIoU": 0.0}
+    untemplated = Scores()
+    untemplated.add("key", 1, 2)  # imported pages have no templates: no per-template table
+    assert "per_template" not in untemplated.summary()
 
 
 def _page(words: list[tuple[str, tuple]]) -> list[Word]:
@@ -193,6 +198,20 @@ def test_choose_mask_skips_empty_candidates(gen):
     assert choose_mask(-logits.abs() - 0.1, scores) == 1  # all empty: the highest score
     pred = Prediction(logits=logits, scores=scores.numpy(), masks=(logits > 0).numpy())
     assert pred.best == 2
+    # A candidate covering (nearly) the whole page says nothing either; with a region, only the page counts.
+    full = logits.clone()
+    full[0] = 1.0
+    assert choose_mask(full, torch.tensor([0.9, 0.1, 0.5])) == 2
+    region = torch.zeros(16, 16, dtype=torch.bool)
+    region[:8, :12] = True  # the page; the rest is letterbox padding
+    padding_only = torch.full((3, 16, 16), -1.0)
+    padding_only[0, 10:, :] = 1.0  # only on the padding: empty on the page
+    padding_only[1, 2:4, 2:5] = 1.0
+    padding_only[2, :8, :12] = 1.0  # the whole page
+    assert choose_mask(padding_only, torch.tensor([0.9, 0.2, 0.8]), region) == 1
+    assert choose_mask(padding_only, torch.tensor([0.9, 0.2, 0.8])) == 0  # without the region it is filled
+    # Nothing informative: the top-scored non-empty candidate.
+    assert choose_mask(torch.ones(3, 16, 16), torch.tensor([0.1, 0.7, 0.3])) == 1
 
 
 def test_question_dropout_blanks_questions_of_prompted_samples_only(docs, tok):
@@ -512,7 +531,7 @@ def test_answers_snap_to_the_box_of_the_ocr_words_they_cover():
 
 
 def test_predictor_answer_is_the_chosen_mask_snapped_to_words(docs, tok):
-    from docjepa.predictor import snap_to_words
+    from docjepa.predictor import FULL_PAGE, page_region, snap_to_words
 
     torch.manual_seed(0)
     model = DocJepaForSegmentation(build_config("tiny", len(tok)))
@@ -522,9 +541,13 @@ def test_predictor_answer_is_the_chosen_mask_snapped_to_words(docs, tok):
     for p in (raw, snapping):
         p.set_page(page)
     snapped = 0
+    region = page_region(page, raw.scale * 128 / 256, 128)
+    assert region.any() and not region.all()  # the page is letterboxed in the square frame
     for q in page.questions[:4]:
         logits, scores = raw.predict_logits(q.text)
-        chosen = (logits[choose_mask(logits, scores)] > 0).numpy()
+        chosen = (logits[choose_mask(logits, scores, region)] > 0).numpy() & region  # the padding is cut off
+        if chosen.sum() >= FULL_PAGE * region.sum():
+            chosen = np.zeros_like(chosen)  # every candidate covers the page: no answer
         mask, box = raw.answer_mask(logits, scores)
         assert box is None and np.array_equal(mask, chosen)
         mask, box = snapping.answer_mask(logits, scores)
@@ -537,6 +560,19 @@ def test_predictor_answer_is_the_chosen_mask_snapped_to_words(docs, tok):
             ys, xs = np.nonzero(pred.answer)
             assert abs(xs.min() - (box[0] - 2)) <= 1 and abs(xs.max() + 1 - (box[2] + 2)) <= 1
             assert abs(ys.min() - (box[1] - 2)) <= 1 and abs(ys.max() + 1 - (box[3] + 2)) <= 1
-        else:
+        elif chosen.any():
             np.testing.assert_array_equal(pred.answer, pred.masks[pred.best])
+        else:
+            assert not pred.answer.any()
     assert snapped  # the untrained decoder's masks cover words: both branches are exercised
+    # Every candidate covering the whole page: no answer (an empty mask, nothing snapped).
+    everything = torch.ones(3, 128, 128)
+    for p in (raw, snapping):
+        mask, box = p.answer_mask(everything, torch.tensor([0.5, 0.6, 0.7]))
+        assert box is None and mask.shape == (128, 128) and not mask.any()
+    # A whole-page candidate is passed over for a smaller one even when it scores higher.
+    part = everything.clone()
+    part[1] = -1.0
+    part[1, 10:14, 20:40] = 1.0
+    mask, _ = raw.answer_mask(part, torch.tensor([0.9, 0.2, 0.8]))
+    assert mask.sum() == 4 * 20 and mask[10:14, 20:40].all()

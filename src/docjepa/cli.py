@@ -27,6 +27,7 @@ def cmd_generate(args: argparse.Namespace) -> None:
         pages_per_shard=args.pages_per_shard,
         progress=not args.no_progress,
         append=args.append,
+        phrasings=args.phrasings,
     )
     print(json.dumps({**summary, "out": str(args.out)}, indent=1))
 
@@ -176,7 +177,7 @@ def cmd_demo(args: argparse.Namespace) -> None:
     from .demo import DemoConfig, run_demo
 
     cfg = DemoConfig.quick() if args.quick else DemoConfig()
-    cfg.question_tower, cfg.seed = args.question_tower, args.seed
+    cfg.question_tower, cfg.seed, cfg.phrasings = args.question_tower, args.seed, args.phrasings
     run_demo(cfg, args.out, progress=not args.no_progress)
 
 
@@ -197,6 +198,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=0.0,
         help="probability of each scan-like degradation (rotation, blur, speckle, JPEG)",
+    )
+    g.add_argument(
+        "--phrasings",
+        choices=["original", "extended"],
+        default="extended",
+        help="question wordings: the layouts' own, or also three more per question kind (same pages and answers)",
     )
     g.add_argument("--pages-per-shard", type=int, default=256)
     g.add_argument("--no-progress", action="store_true")
@@ -314,6 +321,12 @@ def build_parser() -> argparse.ArgumentParser:
         "here) or a local pre-trained text-encoder folder",
     )
     d.add_argument("--seed", type=int, default=0, help="seed of data, initialisation and training")
+    d.add_argument(
+        "--phrasings",
+        choices=["original", "extended"],
+        default="extended",
+        help="question wordings of the training pages (evaluation pages always use the original ones)",
+    )
     d.add_argument("--no-progress", action="store_true")
     d.set_defaults(func=cmd_demo)
     return ap

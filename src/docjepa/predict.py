@@ -81,6 +81,7 @@ def write_prediction(
         "height": page.height,
         "scores": [float(s) for s in pred.scores],
         "best": best,
+        "answered": bool(mask.any()),  # False: every candidate covered the whole page (or none covered any of it)
         "snapped_to_words": pred.answer_box is not None,
         "mask_box": [int(xs.min()), int(ys.min()), int(xs.max()) + 1, int(ys.max()) + 1] if len(xs) else None,
         "mask_pixels": int(mask.sum()),

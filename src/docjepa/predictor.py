@@ -26,17 +26,42 @@ SNAP_AGREEMENT = 0.3
 """Default ``min_agreement`` of :func:`snap_to_words` (chosen on in-distribution questions, see the README)."""
 
 
-def choose_mask(logits: torch.Tensor, scores: torch.Tensor) -> int:
-    """Which of N candidate masks (N, H, W) logits to return: the highest predicted IoU among the non-empty ones.
+FULL_PAGE = 0.9
+"""A candidate mask covering at least this fraction of the page is not an answer (see :func:`choose_mask`)."""
 
-    A question about a page always has an answer region, so an empty mask is never the answer; on unfamiliar
-    pages the IoU head can rank an empty output first (SAM filters its automatic masks on quality for the same
-    reason). When every candidate is empty, the highest predicted IoU."""
-    filled = (logits > 0).flatten(1).any(1).cpu()
+
+def _coverage(logits: torch.Tensor, region: torch.Tensor | np.ndarray | None) -> torch.Tensor:
+    """(N,) fraction of the page (``region`` of the frame, default all of it) that each candidate covers."""
+    on = logits > 0
+    if region is None:
+        return on.flatten(1).sum(1).float().cpu() / on[0].numel()
+    region = torch.as_tensor(region, dtype=torch.bool, device=on.device)
+    return (on & region).flatten(1).sum(1).float().cpu() / max(1, int(region.sum()))
+
+
+def choose_mask(logits: torch.Tensor, scores: torch.Tensor, region: torch.Tensor | np.ndarray | None = None) -> int:
+    """Which of N candidate masks (N, H, W) logits to return: the highest predicted IoU among the informative ones.
+
+    A question about a page always has an answer region, and it is a part of the page: a mask that is empty on the
+    page, or that covers (nearly, :data:`FULL_PAGE`) all of it, says nothing. On unfamiliar pages the IoU head can
+    rank such an output first (SAM filters its automatic masks on quality for the same reason). ``region``: (H, W)
+    bool, where the page lies in the frame (default: everywhere). When no candidate is informative, the highest
+    predicted IoU among the non-empty ones, and when every one is empty, the highest predicted IoU."""
+    cover = _coverage(logits, region)
+    filled, informative = cover > 0, (cover > 0) & (cover < FULL_PAGE)
     s = torch.as_tensor(scores, dtype=torch.float32).detach().cpu().clone()
-    if filled.any():
-        s[~filled] = float("-inf")
+    keep = informative if informative.any() else filled
+    if keep.any():
+        s[~keep] = float("-inf")
     return int(s.argmax())
+
+
+def page_region(page: Page, frame: float, size: int) -> np.ndarray:
+    """(size, size) bool: where a page (page pixels × ``frame`` = mask pixels) lies in the square frame."""
+    h, w = max(1, round(page.height * frame)), max(1, round(page.width * frame))
+    region = np.zeros((size, size), dtype=bool)
+    region[:h, :w] = True
+    return region
 
 
 def words_box(mask: np.ndarray, page: Page, frame: float) -> tuple[float, float, float, float] | None:
@@ -82,13 +107,14 @@ class Prediction:
     masks: np.ndarray
     """(N, H, W) boolean masks at the page's resolution."""
     answer: np.ndarray | None = None
-    """(H, W) the answer: mask ``best``, snapped to the box of the OCR words it covers (see :func:`snap_to_words`)."""
+    """(H, W) the answer: mask ``best``, snapped to the box of the OCR words it covers (see :func:`snap_to_words`);
+    empty when every candidate covers the whole page (the model has no answer)."""
     answer_box: tuple[float, float, float, float] | None = None
     """That words' box in page pixels (None: the mask was kept as the decoder drew it)."""
 
     @property
     def best(self) -> int:
-        """Index of the mask to return: the highest predicted IoU among non-empty masks (see :func:`choose_mask`)."""
+        """Index of the mask to return: the highest predicted IoU among informative masks (see :func:`choose_mask`)."""
         return choose_mask(torch.from_numpy(self.masks).float() * 2 - 1, torch.from_numpy(self.scores))
 
 
@@ -201,11 +227,18 @@ class DocumentPredictor:
         self, logits: torch.Tensor, scores: torch.Tensor
     ) -> tuple[np.ndarray, tuple[float, float, float, float] | None]:
         """The answer in the square frame (M, M) bool from candidate logits: the chosen mask (:func:`choose_mask`),
-        snapped to the OCR words of the current page; and the snapped words' box in page pixels (or None)."""
-        mask = (logits[choose_mask(logits, scores)] > 0).cpu().numpy()
+        snapped to the OCR words of the current page; and the snapped words' box in page pixels (or None). Only the
+        page's part of the frame counts: the letterbox padding around it is never part of an answer. When every
+        candidate covers the whole page (:data:`FULL_PAGE`), the model has no answer and the mask is empty."""
+        frame = self.scale * logits.shape[-1] / self.size  # page pixels → mask pixels
+        region = page_region(self.page, frame, logits.shape[-1])
+        best = choose_mask(logits, scores, region)
+        if _coverage(logits[best : best + 1], region)[0] >= FULL_PAGE:  # every candidate is the whole page: no answer
+            return np.zeros_like(region), None
+        mask = (logits[best] > 0).cpu().numpy() & region
         if self.snap is None:
             return mask, None
-        return snap_to_words(mask, self.page, self.scale * mask.shape[-1] / self.size, self.snap)
+        return snap_to_words(mask, self.page, frame, self.snap)
 
     def predict(
         self, question: str | None = None, points=None, point_labels=None, box=None, multimask: bool = True
@@ -219,9 +252,9 @@ class DocumentPredictor:
         crop = logits[:, :h, :w].unsqueeze(0)
         full = F.interpolate(crop, size=(page.height, page.width), mode="bilinear", align_corners=False)[0]
         masks = (full > 0).cpu().numpy()
-        best = choose_mask(logits, scores)
-        _, words = self.answer_mask(logits, scores)
-        answer = masks[best]
+        best = choose_mask(logits, scores, page_region(page, frame, m))
+        answer, words = self.answer_mask(logits, scores)
+        answer = masks[best] if answer.any() else np.zeros_like(masks[best])  # empty: no answer
         if words is not None:  # the words' box, drawn at the page's resolution as answers are drawn
             answer = box_mask(words, page, 1.0, max(page.height, page.width))[: page.height, : page.width]
         return Prediction(

@@ -89,6 +89,23 @@ def _table(results: dict) -> str:
     )
 
 
+def _template_table(results: dict) -> str:
+    """Held-out gIoU per question template, model against baseline (empty when there are no templates)."""
+    r = results.get("heldout") or {}
+    model, base = (r.get(who, {}).get("per_template", {}) for who in ("model", "baseline"))
+    rows = [
+        f"<tr><td style='text-align:left'>{html.escape(t)}</td><td>{s['n']}</td><td>{s['gIoU']:.3f}</td>"
+        f"<td>{base.get(t, {}).get('gIoU', float('nan')):.3f}</td></tr>"
+        for t, s in model.items()
+    ]
+    if not rows:
+        return ""
+    return (
+        "<h2>Held-out questions per template</h2><table><tr><th>template</th><th>questions</th>"
+        f"<th>model gIoU</th><th>baseline gIoU</th></tr>{''.join(rows)}</table>"
+    )
+
+
 def write_report(out: Path, results: dict, examples: list[dict]) -> Path:
     """Write ``out/report.html`` (with curves.png and examples.png beside it)."""
     curves = _curves(out)
@@ -103,6 +120,7 @@ new pages. The model's mask is its top-scored of three; the baseline matches que
 returns the nearest value. mIoU = mean over question types of the per-type gIoU.</p>
 {_table(results)}
 <p>Timings: {html.escape(timings)}.</p>
+{_template_table(results)}
 <h2>Loss curves</h2><img src="{curves}" width="100%">
 <h2>Held-out examples</h2><p>green: true answer; red: prediction (overlap looks brown).</p>
 {f'<img src="{grid}" width="100%">' if grid else "<p>none</p>"}

@@ -64,9 +64,9 @@ def evaluate(
             frame = predictor.scale * size / predictor.size  # page pixels → mask pixels
             answers = answer_masks(page, q, frame, size)
             pred, _ = predictor.answer_mask(logits, scores)  # the chosen mask, snapped to the OCR words
-            model.add(question.qtype, *best_answer(pred, answers))
+            model.add(question.qtype, *best_answer(pred, answers), question.template)
             bmask = box_mask(baseline_box(question.text, page.words), page, frame, size)
-            base.add(question.qtype, *best_answer(bmask, answers))
+            base.add(question.qtype, *best_answer(bmask, answers), question.template)
             if len(examples) < keep_examples:
                 examples.append(
                     {

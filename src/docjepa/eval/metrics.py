@@ -23,12 +23,14 @@ def best_answer(pred: np.ndarray, answers: list[np.ndarray]) -> tuple[int, int]:
 
 @dataclass
 class Scores:
-    """Accumulates per-question results and summarises them."""
+    """Accumulates per-question results and summarises them (overall, per question type and per template)."""
 
     rows: list[tuple[str, int, int]] = field(default_factory=list)
+    templates: list[str] = field(default_factory=list)
 
-    def add(self, qtype: str, inter: int, union: int) -> None:
+    def add(self, qtype: str, inter: int, union: int, template: str = "") -> None:
         self.rows.append((qtype, inter, union))
+        self.templates.append(template)
 
     @staticmethod
     def _summary(rows: list[tuple[str, int, int]]) -> dict:
@@ -48,4 +50,10 @@ class Scores:
         out = self._summary(self.rows)
         out["mIoU"] = float(np.mean([s["gIoU"] for s in per_type.values()])) if per_type else float("nan")
         out["per_type"] = per_type
+        by_template: dict[str, list] = defaultdict(list)
+        for t, r in zip(self.templates, self.rows):
+            if t:
+                by_template[t].append(r)
+        if by_template:
+            out["per_template"] = {t: self._summary(rs) for t, rs in sorted(by_template.items())}
         return out

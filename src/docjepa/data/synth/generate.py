@@ -52,17 +52,32 @@ def page_seed(seed: int, index: int) -> int:
     return (seed * 1_000_003 + index * 7919 + 17) % (2**31 - 1)
 
 
+PHRASINGS = ("original", "extended")
+
+
 def generate_page(
-    index: int, seed: int = 0, size: int = 1024, layout: str | None = None, noise: NoiseOptions = NoiseOptions()
+    index: int,
+    seed: int = 0,
+    size: int = 1024,
+    layout: str | None = None,
+    noise: NoiseOptions = NoiseOptions(),
+    phrasings: str = "extended",
 ) -> Page:
-    """Generate page ``index`` of the synthetic set with ``seed``; ``size`` is the page height in px (A4 shape)."""
+    """Generate page ``index`` of the synthetic set with ``seed``; ``size`` is the page height in px (A4 shape).
+
+    ``phrasings``: ``original`` asks each question kind in the layouts' own wordings; ``extended`` also in the
+    extra wordings of :mod:`.phrasings` (same page, same answers; only some questions are worded differently).
+    """
+    if phrasings not in PHRASINGS:
+        raise ValueError(f"phrasings must be one of {', '.join(PHRASINGS)}, not {phrasings!r}")
     rng = random.Random(page_seed(seed, index))
+    wording = random.Random(page_seed(seed, index) ^ 0x5EED) if phrasings == "extended" else None
     name = layout or rng.choice(sorted(LAYOUTS))
     fake = _faker(rng.choice(LOCALES))
     fake.seed_instance(rng.getrandbits(32))
     width = round(size / math.sqrt(2))
     canvas = Canvas(width, size, font_choice=rng.randrange(4))
-    questions = LAYOUTS[name](canvas, fake, rng)
+    questions = LAYOUTS[name](canvas, fake, rng, wording)
     image, words = canvas.image, canvas.words
     fmt = "PNG"
     if noise.p > 0:
@@ -120,9 +135,8 @@ def _degrade(image, words, questions, rng: random.Random, noise: NoiseOptions):
     return image, words, questions, fmt
 
 
-def _work(args: tuple[int, int, int, str | None, NoiseOptions]) -> Page:
-    index, seed, size, layout, noise = args
-    return generate_page(index, seed, size, layout, noise)
+def _work(args: tuple[int, int, int, str | None, NoiseOptions, str]) -> Page:
+    return generate_page(*args)
 
 
 def generate(
@@ -136,16 +150,19 @@ def generate(
     pages_per_shard: int = 256,
     progress: bool = True,
     append: bool = False,
+    phrasings: str = "extended",
 ) -> dict:
     """Generate ``n`` pages into shards under ``out``; returns a summary (pages, questions, seconds)."""
     from tqdm.auto import tqdm
 
     if n < 1:
         raise ValueError("n must be at least 1")
+    if phrasings not in PHRASINGS:
+        raise ValueError(f"phrasings must be one of {', '.join(PHRASINGS)}, not {phrasings!r}")
     if layout is not None and layout not in LAYOUTS:
         raise ValueError(f"unknown layout {layout!r}; choose from {', '.join(LAYOUTS)}")
     workers = workers or mp.cpu_count()
-    jobs = [(i, seed, size, layout, noise) for i in range(n)]
+    jobs = [(i, seed, size, layout, noise, phrasings) for i in range(n)]
     start = time.perf_counter()
     questions = 0
     with (

@@ -7,6 +7,7 @@ described block), ``table`` (a cell, row or column), ``layout`` (a structural el
 
 from __future__ import annotations
 
+import datetime
 import random
 from collections.abc import Callable
 
@@ -14,15 +15,17 @@ from faker import Faker
 
 from ..record import Answer, Question, box_polygon
 from .canvas import Canvas
+from .phrasings import EXTRA
 
+_FIRST_DAY, _LAST_DAY = datetime.date(2023, 1, 1), datetime.date(2027, 1, 1)
 DATE_FORMATS = ["%d/%m/%Y", "%m/%d/%Y", "%Y-%m-%d", "%d %b %Y", "%B %d, %Y", "%d.%m.%Y"]
 
 
 class Asker:
     """Builds questions whose answers are groups of words (or explicit boxes) on the canvas."""
 
-    def __init__(self, c: Canvas, rng: random.Random) -> None:
-        self.c, self.rng, self.questions = c, rng, []
+    def __init__(self, c: Canvas, rng: random.Random, wording: random.Random | None = None) -> None:
+        self.c, self.rng, self.wording, self.questions = c, rng, wording, []
 
     def answer(self, ids: list[int], box=None) -> Answer:
         box = box if box is not None else self.c.box_of(ids)
@@ -31,11 +34,16 @@ class Asker:
     def ask(self, templates: list[str], qtype: str, *answers: Answer, **fmt: str) -> None:
         if answers and all(a.word_ids or a.regions for a in answers):
             template = self.rng.choice(templates)
+            if self.wording is not None:  # extended phrasings: their own stream, so the page is unchanged
+                more = EXTRA.get(templates[0], ())
+                k = self.wording.randrange(len(templates) + len(more))
+                template = more[k - len(templates)] if k >= len(templates) else template
             self.questions.append(Question(template.format(**fmt), qtype, list(answers), template))
 
 
 def _date(fake: Faker, rng: random.Random) -> str:
-    return fake.date_between("-3y", "+1y").strftime(rng.choice(DATE_FORMATS))
+    # Fixed bounds: Faker's relative ones ("-3y") move with today's date, and the data with them.
+    return fake.date_between(_FIRST_DAY, _LAST_DAY).strftime(rng.choice(DATE_FORMATS))
 
 
 def _money(rng: random.Random, lo: float = 1, hi: float = 500) -> float:
@@ -74,8 +82,8 @@ FORM_FIELDS: list[tuple[str, Callable[[Faker, random.Random], str]]] = [
 ]
 
 
-def form(c: Canvas, fake: Faker, rng: random.Random) -> list[Question]:
-    a = Asker(c, rng)
+def form(c: Canvas, fake: Faker, rng: random.Random, wording: random.Random | None = None) -> list[Question]:
+    a = Asker(c, rng, wording)
     m = c.px(60)
     title = c.text(m, c.px(50), rng.choice(FORM_TITLES), "sans-bold", 26)
     c.hline(m, c.width - m, c.px(92), 2)
@@ -165,8 +173,8 @@ ITEMS = [
 ]
 
 
-def invoice(c: Canvas, fake: Faker, rng: random.Random) -> list[Question]:
-    a = Asker(c, rng)
+def invoice(c: Canvas, fake: Faker, rng: random.Random, wording: random.Random | None = None) -> list[Question]:
+    a = Asker(c, rng, wording)
     m = c.px(55)
     seller = c.text(m, c.px(50), fake.company(), "sans-bold", 18)
     y = c.px(78)
@@ -255,8 +263,8 @@ def invoice(c: Canvas, fake: Faker, rng: random.Random) -> list[Question]:
 
 
 # ---------------------------------------------------------------------------------------- receipt
-def receipt(c: Canvas, fake: Faker, rng: random.Random) -> list[Question]:
-    a = Asker(c, rng)
+def receipt(c: Canvas, fake: Faker, rng: random.Random, wording: random.Random | None = None) -> list[Question]:
+    a = Asker(c, rng, wording)
     w = c.width * rng.uniform(0.42, 0.55)
     x0 = (c.width - w) / 2
     c.rect((x0 - c.px(15), c.px(30), x0 + w + c.px(15), c.height - c.px(30)), outline="#bbb", fill="#fbfbf6")
@@ -265,7 +273,7 @@ def receipt(c: Canvas, fake: Faker, rng: random.Random) -> list[Question]:
     for line in _address_lines(fake)[:2]:
         c.text(x0, y, line, "mono", 10, max_x=x0 + w)
         y += c.px(16)
-    when = c.text(x0, y + c.px(6), _date(fake, rng) + " " + fake.time("%H:%M"), "mono", 11)
+    when = c.text(x0, y + c.px(6), _date(fake, rng) + " " + fake.time("%H:%M", end_datetime=_LAST_DAY), "mono", 11)
     y += c.px(40)
     items = []
     for name in rng.sample(ITEMS, rng.randint(3, 9)):
@@ -295,8 +303,8 @@ def receipt(c: Canvas, fake: Faker, rng: random.Random) -> list[Question]:
 
 
 # ----------------------------------------------------------------------------------------- letter
-def letter(c: Canvas, fake: Faker, rng: random.Random) -> list[Question]:
-    a = Asker(c, rng)
+def letter(c: Canvas, fake: Faker, rng: random.Random, wording: random.Random | None = None) -> list[Question]:
+    a = Asker(c, rng, wording)
     m = c.px(70)
     colour = rng.choice(["#1f3a68", "#5a1f1f", "#1f5a3a", "#333333"])
     c.rect((0, 0, c.width, c.px(12)), fill=colour, outline=colour)
@@ -349,8 +357,8 @@ def letter(c: Canvas, fake: Faker, rng: random.Random) -> list[Question]:
 
 
 # ------------------------------------------------------------------------------------------ table
-def table(c: Canvas, fake: Faker, rng: random.Random) -> list[Question]:
-    a = Asker(c, rng)
+def table(c: Canvas, fake: Faker, rng: random.Random, wording: random.Random | None = None) -> list[Question]:
+    a = Asker(c, rng, wording)
     m = c.px(50)
     kind = rng.choice(["staff", "sales"])
     if kind == "staff":
@@ -405,8 +413,8 @@ def table(c: Canvas, fake: Faker, rng: random.Random) -> list[Question]:
 
 
 # ------------------------------------------------------------------------------------ multicolumn
-def multicolumn(c: Canvas, fake: Faker, rng: random.Random) -> list[Question]:
-    a = Asker(c, rng)
+def multicolumn(c: Canvas, fake: Faker, rng: random.Random, wording: random.Random | None = None) -> list[Question]:
+    a = Asker(c, rng, wording)
     m = c.px(50)
     headline = c.text(m, c.px(45), fake.catch_phrase().title(), "serif-bold", 24, max_x=c.width - m)
     author = fake.name()
@@ -435,7 +443,8 @@ def multicolumn(c: Canvas, fake: Faker, rng: random.Random) -> list[Question]:
     return a.questions
 
 
-LAYOUTS: dict[str, Callable[[Canvas, Faker, random.Random], list[Question]]] = {
+LAYOUTS: dict[str, Callable[..., list[Question]]] = {
+    # (canvas, faker, rng, wording=None) → questions
     "form": form,
     "invoice": invoice,
     "receipt": receipt,
