@@ -51,7 +51,7 @@ def test_demo_quick_mode_writes_report_and_results(demo, capsys):
     main(["demo", "--quick", "--out", str(demo), "--no-progress"])
     assert "held-out mIoU" in capsys.readouterr().out
     # Data generated otherwise is not silently reused.
-    with pytest.raises(ValueError, match="generated as"):
+    with pytest.raises(SystemExit, match="generated as"):
         main(["demo", "--quick", "--out", str(demo), "--no-progress", "--phrasings", "original"])
 
 
