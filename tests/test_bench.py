@@ -8,12 +8,12 @@ import torch
 
 pytest.importorskip("tokenizers")
 
+from rsngd import lr_factor
 from rsngd.bench.cli import DEFAULT_OPTIMIZERS, RSNGD_VARIANTS, bench_main
 from rsngd.bench.data import load_corpus, train_batches, val_batches
 from rsngd.bench.optimizers import DEFAULTS, OptimizerSpec
 from rsngd.bench.presets import PRESETS
 from rsngd.bench.report import README_END, README_START, report
-from rsngd.bench.runner import lr_factor
 
 TEXT = "\n".join(
     f"Line {i}: the quick brown fox jumps over the lazy dog while {i * 7 % 13} owls watch the {i % 5} moons."
@@ -154,7 +154,7 @@ def test_optimizer_specs_parse():
 
 def test_schedule_warms_up_then_decays_to_ten_percent():
     preset = PRESETS["cpu"]
-    factors = [lr_factor(s, preset) for s in range(preset.steps)]
+    factors = [lr_factor(s, preset.steps, preset.warmup, preset.min_lr) for s in range(preset.steps)]
     warm = int(preset.warmup * preset.steps)
     assert factors[0] == pytest.approx(1 / warm) and factors[warm - 1] == pytest.approx(1.0)
     assert all(a >= b for a, b in zip(factors[warm:], factors[warm + 1 :]))

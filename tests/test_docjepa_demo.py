@@ -170,7 +170,7 @@ def test_predict_on_an_image(demo, tmp_path):
     assert (result["width"], result["height"]) == (600, 300)
 
 
-def test_finetune_with_frozen_backbone_and_question_dropout(demo, tmp_path):
+def test_finetune_with_frozen_backbone_ablation(demo, tmp_path):
     import torch
 
     from docjepa.modeling.segmentation import DocJepaForSegmentation
@@ -181,8 +181,7 @@ def test_finetune_with_frozen_backbone_and_question_dropout(demo, tmp_path):
         demo,
         out,
         f"--model.init={demo / 'finetune'}",  # a whole segmentation model: every tensor has a reference
-        "--model.freeze_backbone=true",
-        "--model.question_dropout=0.5",
+        "--ablation.freeze_backbone=true",
     )
     before = DocJepaForSegmentation.from_pretrained(resolve_model_dir(demo / "finetune")).state_dict()
     after = DocJepaForSegmentation.from_pretrained(resolve_model_dir(out)).state_dict()
@@ -206,7 +205,7 @@ def test_clip_tower_pretrained_here_then_fine_tuned(demo, tmp_path):
         ["pretrain-clip", "--config", "configs/clip/tiny.yaml", *common, init, *steps, "--out", str(tmp_path / "clip")]
     )
     assert isinstance(CLIPTextModel.from_pretrained(resolve_model_dir(tmp_path / "clip")), CLIPTextModel)
-    clip = f"--model.clip={tmp_path / 'clip'}"
+    clip = f"--model.question_tower={tmp_path / 'clip'}"
     main(
         [
             "finetune",
@@ -237,7 +236,7 @@ def test_finetune_with_a_frozen_pretrained_question_tower(demo, tmp_path):
         demo,
         tmp_path / "ft",
         f"--model.init={demo / 'pretrain'}",
-        f"--model.clip={tmp_path / 'bert'}",
+        f"--model.clip={tmp_path / 'bert'}",  # the key's former name, still read (as model.question_tower)
         "--model.freeze_question_tower=true",
     )
     predictor = DocumentPredictor.from_pretrained(tmp_path / "ft")

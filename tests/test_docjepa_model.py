@@ -245,6 +245,15 @@ def test_size_presets():
         cfg = build_config(preset, vocab_size=1000)
         check_hiera_config(cfg.hiera())  # one last-stage token per mask unit
         assert (cfg.image_size, cfg.unit_grid, cfg.mask_size) == expect[preset]
-        assert cfg.bert().vocab_size == 1000 and cfg.clip["vocab_size"] == 1000
+        assert cfg.bert().vocab_size == 1000 and cfg.question_tower["vocab_size"] == 1000
     with pytest.raises(ValueError, match="unknown model preset"):
         build_config("huge", vocab_size=10)
+
+
+def test_config_written_before_the_question_tower_rename_loads():
+    from docjepa.modeling import DocJepaConfig
+
+    spec = {"hidden_size": 32, "vocab_size": 100}
+    old = DocJepaConfig(clip=spec)  # config.json of checkpoints written when the key was "clip"
+    assert old.question_tower == spec and "clip" not in old.to_dict()
+    assert DocJepaConfig.from_dict(old.to_dict()).question_tower == spec

@@ -11,10 +11,10 @@ pytest.importorskip("transformers")
 from safetensors.torch import load_file
 
 from docjepa.cli import main
+from docjepa.config import from_dict, load_config, parse_overrides
 from docjepa.data.shards import DocumentDataset
-from docjepa.train.config import from_dict, load_config, parse_overrides
 from docjepa.train.data import EpochDataset
-from docjepa.train.metrics import read_metrics
+from docjepa.train.metrics_log import read_metrics
 from docjepa.train.pretrain import PretrainConfig, pretrain
 
 

@@ -1,5 +1,7 @@
 """Promptable segmentation: decoder, SAM loss, metrics, baseline, split, predictor, CLIP tower, over-fitting."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -10,18 +12,19 @@ from transformers import CLIPTextConfig, CLIPTextModel, PreTrainedTokenizerFast
 
 from docjepa.data.collate import CollateConfig
 from docjepa.data.lexical import content_words, word_matches
+from docjepa.data.matcher import baseline_box
+from docjepa.data.prompt import QuestionPrompt, lexical_prior
 from docjepa.data.record import Answer, Page, Question, Word, box_polygon
-from docjepa.data.segment import SegmentCollator, lexical_prior
+from docjepa.data.segment import SegmentCollator
 from docjepa.data.shards import DocumentDataset
 from docjepa.data.split import SplitConfig, held_out, question_pairs
-from docjepa.eval.baseline import baseline_box
 from docjepa.eval.evaluate import answer_masks
-from docjepa.eval.metrics import Scores, best_answer, iou_parts
+from docjepa.eval.scores import Scores, best_answer, iou_parts
 from docjepa.modeling import build_config
 from docjepa.modeling.mask_decoder import dice_loss, focal_loss, mask_iou, sam_loss, tokens_inside, word_cover
 from docjepa.modeling.segmentation import DocJepaForSegmentation
-from docjepa.predictor import DocumentPredictor, Prediction, choose_mask
-from docjepa.train.clip import ClipCollator, ClipPretrainer
+from docjepa.predictor import DocumentPredictor, choose_mask
+from docjepa.train.question_tower import ClipCollator, ClipPretrainer
 from tests.helpers import tiny_bert_folder
 
 
@@ -43,21 +46,18 @@ def test_decoder_shapes_and_multimask(docs, tok):
     with torch.no_grad():
         emb = model.encode_image(b["pixel_values"], b["input_ids"], b["attention_mask"], b["bbox"])
         assert emb.image.shape == (2, 128, 16, 16) and emb.words.shape == (2, 16, 128, 128)
-        three = model.decode(emb, b["question_ids"], b["question_mask"])
+        three = model.decode(emb, b["prompt"])
         assert three.masks.shape == (2, 3, 128, 128) and three.iou.shape == (2, 3)
-        one = model.decode(emb, b["question_ids"], b["question_mask"], multimask=False)
+        one = model.decode(emb, b["prompt"], multimask=False)
         assert one.masks.shape == (2, 1, 128, 128) and one.iou.shape == (2, 1)
         pts = torch.tensor([[[30.0, 40.0], [100.0, 120.0]]] * 2)
-        geo = model.decode(
-            emb, points=pts, point_labels=torch.tensor([[1, 0]] * 2), boxes=torch.tensor([[10.0, 10.0, 80.0, 30.0]] * 2)
-        )
+        boxes = torch.tensor([[10.0, 10.0, 80.0, 30.0]] * 2)
+        geo = model.decode(emb, QuestionPrompt(points=pts, point_labels=torch.tensor([[1, 0]] * 2), boxes=boxes))
         assert geo.masks.shape == (2, 3, 128, 128)
-        both = model.decode(
-            emb, b["question_ids"], b["question_mask"], points=pts[:, :1], point_labels=torch.ones(2, 1)
-        )
+        both = model.decode(emb, dataclasses.replace(b["prompt"], points=pts[:, :1], point_labels=torch.ones(2, 1)))
         assert not torch.allclose(both.masks, three.masks)  # the point changes the answer
         with pytest.raises(ValueError, match="question, points or a box"):
-            model.decode(emb)
+            model.decode(emb, QuestionPrompt())
     assert b["target"].shape == (2, 1, 128, 128) and b["target"].sum() > 0
 
 
@@ -196,8 +196,6 @@ def test_choose_mask_skips_empty_candidates(gen):
     assert choose_mask(logits, scores) == 2  # the empty one has the top score but is passed over
     assert choose_mask(logits, torch.tensor([0.6, 0.9, 0.5])) == 0
     assert choose_mask(-logits.abs() - 0.1, scores) == 1  # all empty: the highest score
-    pred = Prediction(logits=logits, scores=scores.numpy(), masks=(logits > 0).numpy())
-    assert pred.best == 2
     # A candidate covering (nearly) the whole page says nothing either; with a region, only the page counts.
     full = logits.clone()
     full[0] = 1.0
@@ -214,25 +212,6 @@ def test_choose_mask_skips_empty_candidates(gen):
     assert choose_mask(torch.ones(3, 16, 16), torch.tensor([0.1, 0.7, 0.3])) == 1
 
 
-def test_question_dropout_blanks_questions_of_prompted_samples_only(docs, tok):
-    ds = DocumentDataset(docs / "d")
-    items = [(i, (ds[p], q)) for i, (p, q) in enumerate(question_pairs([docs / "d"], SplitConfig(), "all"))]
-    cfg = CollateConfig(image_size=256, mask_size=128, max_tokens=128)
-    keep = SegmentCollator(tok, tok, cfg, seed=0, lexical_prior=True)(items)
-    drop = SegmentCollator(tok, tok, cfg, seed=0, lexical_prior=True, question_dropout=0.5)(items)
-    prompted = keep["prior"].flatten(1).amax(1) > 0
-    blank = torch.tensor([q == "" for q in drop["questions"]])
-    assert prompted.any() and (~prompted).any()
-    assert not (blank & ~prompted).any()  # a sample without a prompt keeps its question
-    assert 0 < int(blank.sum()) < int(prompted.sum())  # about half of the prompted ones lose it
-    assert torch.equal(drop["prior"], keep["prior"]) and torch.equal(drop["target"], keep["target"])
-    assert (drop["word_match"][blank] == 0).all() and (drop["question_mask"][blank].sum(1) <= 2).all()
-    again = SegmentCollator(tok, tok, cfg, seed=0, lexical_prior=True, question_dropout=0.5)(items)
-    assert again["questions"] == drop["questions"]  # drawn per position: the same on a resumed run
-    with pytest.raises(ValueError, match="question_dropout"):
-        SegmentCollator(tok, tok, cfg, question_dropout=1.0)
-
-
 def test_mask_prompt_reaches_the_decoder(docs, tok, gen):
     torch.manual_seed(0)
     model = DocJepaForSegmentation(build_config("tiny", len(tok))).eval()
@@ -242,7 +221,7 @@ def test_mask_prompt_reaches_the_decoder(docs, tok, gen):
         tok, tok, CollateConfig(image_size=256, mask_size=128, max_tokens=128), seed=0, lexical_prior=True
     )
     b = collate([(i, (ds[p], q)) for i, (p, q) in enumerate(pairs)])
-    assert b["prior"].shape == (3, 1, 128, 128) and b["prior"].sum() > 0
+    assert b["prompt"].mask_prompt.shape == (3, 1, 128, 128) and b["prompt"].mask_prompt.sum() > 0
     # Which tokens lie in a mask: against a loop over each token's box.
     mask = (torch.rand(3, 1, 128, 128, generator=gen) > 0.7).float()
     cover = word_cover(b["bbox"], b["attention_mask"], 128)
@@ -257,16 +236,15 @@ def test_mask_prompt_reaches_the_decoder(docs, tok, gen):
             assert bool(inside[i, t]) == expected
     with torch.no_grad():
         emb = model.encode_image(b["pixel_values"], b["input_ids"], b["attention_mask"], b["bbox"])
-        args = dict(question_word_ids=b["question_word_ids"], question_word_mask=b["question_word_mask"])
-        plain = model.decode(emb, b["question_ids"], b["question_mask"], **args)
-        prompted = model.decode(emb, b["question_ids"], b["question_mask"], mask_prompt=mask, **args)
+        plain = model.decode(emb, dataclasses.replace(b["prompt"], mask_prompt=None))
+        prompted = model.decode(emb, dataclasses.replace(b["prompt"], mask_prompt=mask))
         assert not torch.allclose(plain.masks, prompted.masks)
-        empty = model.decode(emb, b["question_ids"], b["question_mask"], mask_prompt=torch.zeros_like(mask), **args)
+        empty = model.decode(emb, dataclasses.replace(b["prompt"], mask_prompt=torch.zeros_like(mask)))
         torch.testing.assert_close(empty.masks, plain.masks)  # an all-zero prompt means "no prompt"
         dense = model.prompt_encoder.dense(torch.cat([mask[:1], torch.zeros_like(mask[:1])]), 2, 16)
         torch.testing.assert_close(dense[1], model.prompt_encoder.no_mask.weight.view(-1, 1, 1).expand(-1, 16, 16))
         with pytest.raises(ValueError, match="mask prompt"):
-            model.decode(emb, b["question_ids"], b["question_mask"], mask_prompt=mask[..., :64, :64])
+            model.decode(emb, dataclasses.replace(b["prompt"], mask_prompt=mask[..., :64, :64]))
 
 
 def test_split_holds_out_layouts_and_templates(docs):
@@ -369,8 +347,7 @@ def test_tiny_model_overfits_a_few_documents(docs, tok):
             mask_iou(
                 model.decode(
                     model.encode_image(*(b[k] for k in ("pixel_values", "input_ids", "attention_mask", "bbox"))),
-                    b["question_ids"],
-                    b["question_mask"],
+                    b["prompt"],
                 ).masks,
                 b["target"],
             )
@@ -387,7 +364,7 @@ def test_tiny_model_overfits_a_few_documents(docs, tok):
     model.eval()
     with torch.no_grad():
         emb = model.encode_image(b["pixel_values"], b["input_ids"], b["attention_mask"], b["bbox"])
-        pred = model.decode(emb, b["question_ids"], b["question_mask"])
+        pred = model.decode(emb, b["prompt"])
     best = pred.iou.argmax(1)
     iou = mask_iou(pred.masks, b["target"])[torch.arange(len(best)), best]
     # Answers are one line of text, 2–4 px tall at 128×128: the right line is found on every page; the
@@ -406,7 +383,7 @@ def test_pretrained_text_encoder_as_a_frozen_question_tower(docs, tok, tmp_path)
     config.freeze_question_tower = True
     seg = DocJepaForSegmentation(config)
     seg.question_encoder.load_clip(tiny_bert_folder(tok, tmp_path / "bert", dropout=0.5))
-    seg.config.clip = tower_spec(seg.question_encoder.clip)
+    seg.config.question_tower = tower_spec(seg.question_encoder.clip)
     enc = seg.question_encoder
     assert isinstance(enc.clip, BertModel) and enc.proj.in_features == 48
     ids = tok(["Where is the total?", "What is the invoice date of this page?"], padding=True, return_tensors="pt")
@@ -482,7 +459,7 @@ def test_scale_jitter_moves_image_words_targets_and_prompt_together(docs, tok):
     assert not torch.equal(moved["target"], plain["target"])
     for i, (p, q) in enumerate(pairs):
         page, answer = ds[p], ds[p].questions[q].answers[0]
-        target, prior = moved["target"][i, 0] > 0, moved["prior"][i, 0] > 0
+        target, prior = moved["target"][i, 0] > 0, moved["prompt"].mask_prompt[i, 0] > 0
         # Every token of an answer word has its box centre inside the moved target.
         tokens = [t for t, w in enumerate(moved["word_index"][i].tolist()) if w in answer.word_ids]
         assert tokens
@@ -495,7 +472,7 @@ def test_scale_jitter_moves_image_words_targets_and_prompt_together(docs, tok):
         def iou(a, b):
             return float((a & b).sum()) / max(1, float((a | b).sum()))
 
-        assert abs(iou(prior, target) - iou(plain["prior"][i, 0] > 0, plain["target"][i, 0] > 0)) < 0.25
+        assert abs(iou(prior, target) - iou(plain["prompt"].mask_prompt[i, 0] > 0, plain["target"][i, 0] > 0)) < 0.25
         # The image moved with the words: there is ink under every answer token's box, and not on blank paper.
         image = moved["pixel_values"][i].min(0).values  # (256, 256), −1 black … 1 white
         for t in tokens:
@@ -506,7 +483,7 @@ def test_scale_jitter_moves_image_words_targets_and_prompt_together(docs, tok):
 
 
 def test_answers_snap_to_the_box_of_the_ocr_words_they_cover():
-    from docjepa.data.segment import box_mask
+    from docjepa.data.prompt import box_mask
     from docjepa.predictor import snap_to_words, words_box
 
     words = _page([("12", (45, 40, 57, 50)), ("May", (60, 40, 80, 50)), ("2024", (83, 40, 110, 50))])

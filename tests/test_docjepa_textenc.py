@@ -12,6 +12,7 @@ pytest.importorskip("transformers")
 from transformers import AutoTokenizer, BertModel, PreTrainedTokenizerFast
 
 from docjepa.cli import main
+from docjepa.config import load_config
 from docjepa.data.record import Word
 from docjepa.data.tokenizer import train_tokenizer_on_texts
 from docjepa.modeling.build import build_config
@@ -27,10 +28,9 @@ from docjepa.textenc import (
     tiny_llama,
     word_pool,
 )
-from docjepa.textenc import evaluate as ev
+from docjepa.textenc import benchmark as ev
 from docjepa.textenc.corpus import PairCollator, WordsCollator, windows
 from docjepa.textenc.llm2vec import SimcseModel, causal_hidden, load_lm
-from docjepa.train.config import load_config
 
 TEXTS = [
     "Invoice number INV-2041 issued on 12 March",

@@ -53,7 +53,7 @@ def test_cli_demo_runs_briefly(tmp_path, capsys):
     text.write_text("To be, or not to be, that is the question. " * 400)
     cli_main(["demo", "--data", str(text), "--steps", "3", "--rank", "8", "--threads", "1"])
     out = capsys.readouterr().out
-    assert "adamw" in out and "rs-sngd" in out and "val loss" in out
+    assert "adamw" in out and "rsngd" in out and "val loss" in out
 
 
 def test_cli_unknown_command():

@@ -105,7 +105,7 @@ def cmd_tokenizer(args: argparse.Namespace) -> None:
 def cmd_pretrain(args: argparse.Namespace) -> None:
     import logging
 
-    from .train.config import load_config
+    from .config import load_config
     from .train.pretrain import PretrainConfig, pretrain
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
@@ -118,7 +118,7 @@ def _train_command(kind: str):
     def run(args: argparse.Namespace) -> None:
         import logging
 
-        from .train.config import load_config
+        from .config import load_config
 
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
         if kind == "finetune":
@@ -128,8 +128,8 @@ def _train_command(kind: str):
             from .textenc import TextEncoderConfig as Config
             from .textenc import run_chain as train
         else:
-            from .train.clip import ClipConfig as Config
-            from .train.clip import pretrain_clip as train
+            from .train.question_tower import ClipConfig as Config
+            from .train.question_tower import pretrain_clip as train
         cfg = load_config(Config, args.config, args.overrides)
         last = train(cfg, args.out, resume=args.resume, progress=not args.no_progress)
         print(json.dumps({"out": str(args.out), **last}, indent=1))
@@ -155,7 +155,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
 
 
 def cmd_predict(args: argparse.Namespace) -> None:
-    from .predict import predict_file
+    from .apps.predict import predict_file
 
     result = predict_file(
         args.checkpoint,
@@ -174,7 +174,7 @@ def cmd_predict(args: argparse.Namespace) -> None:
 
 
 def cmd_demo(args: argparse.Namespace) -> None:
-    from .demo import DemoConfig, run_demo
+    from .apps.demo import DemoConfig, run_demo
 
     cfg = DemoConfig.quick() if args.quick else DemoConfig()
     cfg.question_tower, cfg.seed, cfg.phrasings = args.question_tower, args.seed, args.phrasings

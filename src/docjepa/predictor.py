@@ -19,8 +19,8 @@ import torch.nn.functional as F
 from PIL import Image
 
 from .data.collate import CollateConfig, DocumentCollator
+from .data.prompt import PromptBuilder, QuestionPrompt, box_mask
 from .data.record import Page, Word, union_box
-from .data.segment import box_mask, lexical_prior, token_matches
 
 SNAP_AGREEMENT = 0.3
 """Default ``min_agreement`` of :func:`snap_to_words` (chosen on in-distribution questions, see the README)."""
@@ -112,10 +112,10 @@ class Prediction:
     answer_box: tuple[float, float, float, float] | None = None
     """That words' box in page pixels (None: the mask was kept as the decoder drew it)."""
 
-    @property
-    def best(self) -> int:
-        """Index of the mask to return: the highest predicted IoU among informative masks (see :func:`choose_mask`)."""
-        return choose_mask(torch.from_numpy(self.masks).float() * 2 - 1, torch.from_numpy(self.scores))
+    best: int = 0
+    """Index of the chosen candidate: the highest predicted IoU among informative masks (see :func:`choose_mask`)."""
+    lexical_box: tuple[float, float, float, float] | None = None
+    """The OCR matcher's answer box (page pixels) that was the mask prompt (None: none, or no mask prompt)."""
 
 
 class DocumentPredictor:
@@ -139,7 +139,10 @@ class DocumentPredictor:
         self.collate = DocumentCollator(
             tokenizer, CollateConfig(image_size=self.size, mask_size=model.config.mask_size, max_tokens=max_tokens)
         )
-        self.max_q, self.snap = max_question_tokens, snap
+        self.snap = snap
+        self.prompts = PromptBuilder(
+            tokenizer, self.qtok, max_question_tokens, model.config.mask_size, model.config.lexical_prior
+        )
         self.page: Page | None = None
         self.encoding = None  # PageEncoding of the current page
         self.scale = 1.0
@@ -152,8 +155,8 @@ class DocumentPredictor:
         from transformers import AutoTokenizer, PreTrainedTokenizerFast
         from transformers.utils import logging as hf_logging
 
+        from .modeling.files import resolve_model_dir
         from .modeling.segmentation import DocJepaForSegmentation
-        from .train.checkpoint import resolve_model_dir
 
         model_dir = resolve_model_dir(path)
         verbosity = hf_logging.get_verbosity()
@@ -184,55 +187,44 @@ class DocumentPredictor:
         image.convert("RGB").save(buf, format="PNG")
         self.set_page(Page("image", 0, image.width, image.height, buf.getvalue(), list(words), "predictor"))
 
+    def prompt(self, question: str | None = None, points=None, point_labels=None, box=None) -> QuestionPrompt:
+        """The decoder's prompt for the current page, made as in training (:class:`PromptBuilder`). Points (P, 2)
+        and box (4,) in page pixels."""
+        if self.encoding is None:
+            raise RuntimeError("call set_page (or set_image) before predict")
+        prompt = QuestionPrompt()
+        self.prompts.lexical_prior = self.model.config.lexical_prior
+        if question is not None:
+            prompt = self.prompts([question], [self.page], self.word_index.unsqueeze(0))
+        if points is not None:
+            prompt.points = torch.as_tensor(points, dtype=torch.float32).view(1, -1, 2) * self.scale
+            labels = point_labels if point_labels is not None else [1] * prompt.points.shape[1]
+            prompt.point_labels = torch.as_tensor(labels).view(1, -1)
+        if box is not None:
+            prompt.boxes = torch.as_tensor(box, dtype=torch.float32).view(1, 4) * self.scale
+        return prompt.to(self.device)
+
     @torch.no_grad()
     def predict_logits(
         self, question: str | None = None, points=None, point_labels=None, box=None, multimask: bool = True
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """(N, M, M) logits in the square frame and (N,) scores. Points (P, 2) / box (4,) in page pixels."""
-        if self.encoding is None:
-            raise RuntimeError("call set_page (or set_image) before predict")
-        q_ids = q_mask = w_ids = w_mask = match = pts = labels = bx = prior = None
-        if question is not None:
-            enc = self.qtok([question], padding=True, truncation=True, max_length=self.max_q, return_tensors="pt")
-            q_ids, q_mask = enc["input_ids"].to(self.device), enc["attention_mask"].to(self.device)
-            enc = self.tokenizer([question], truncation=True, max_length=self.max_q, return_tensors="pt")
-            w_ids, w_mask = enc["input_ids"].to(self.device), enc["attention_mask"].to(self.device)
-            match = token_matches(question, self.page, self.word_index).unsqueeze(0).to(self.device)
-            if self.model.config.lexical_prior:
-                m = self.model.config.mask_size
-                prior = lexical_prior(question, self.page, m).view(1, 1, m, m).to(self.device)
-        if points is not None:
-            pts = torch.as_tensor(points, dtype=torch.float32, device=self.device).view(1, -1, 2) * self.scale
-            labels = torch.as_tensor(
-                point_labels if point_labels is not None else [1] * pts.shape[1], device=self.device
-            ).view(1, -1)
-        if box is not None:
-            bx = torch.as_tensor(box, dtype=torch.float32, device=self.device).view(1, 4) * self.scale
-        out = self.model.decode(
-            self.encoding,
-            q_ids,
-            q_mask,
-            pts,
-            labels,
-            bx,
-            multimask=multimask,
-            question_word_ids=w_ids,
-            question_word_mask=w_mask,
-            word_match=match,
-            mask_prompt=prior,
-        )
+        self.last_prompt = self.prompt(question, points, point_labels, box)
+        out = self.model.decode(self.encoding, self.last_prompt, multimask)
         return out.masks[0].float(), out.iou[0].float()
 
     def answer_mask(
-        self, logits: torch.Tensor, scores: torch.Tensor
+        self, logits: torch.Tensor, scores: torch.Tensor, best: int | None = None
     ) -> tuple[np.ndarray, tuple[float, float, float, float] | None]:
-        """The answer in the square frame (M, M) bool from candidate logits: the chosen mask (:func:`choose_mask`),
-        snapped to the OCR words of the current page; and the snapped words' box in page pixels (or None). Only the
-        page's part of the frame counts: the letterbox padding around it is never part of an answer. When every
-        candidate covers the whole page (:data:`FULL_PAGE`), the model has no answer and the mask is empty."""
+        """The answer in the square frame (M, M) bool from candidate logits: candidate ``best`` (default: the one
+        :func:`choose_mask` picks), snapped to the OCR words of the current page; and the snapped words' box in page
+        pixels (or None). Only the page's part of the frame counts: the letterbox padding around it is never part of
+        an answer. When the chosen candidate covers the whole page (:data:`FULL_PAGE`; it is chosen only when every
+        candidate does), the model has no answer and the mask is empty."""
         frame = self.scale * logits.shape[-1] / self.size  # page pixels → mask pixels
         region = page_region(self.page, frame, logits.shape[-1])
-        best = choose_mask(logits, scores, region)
+        if best is None:
+            best = choose_mask(logits, scores, region)
         if _coverage(logits[best : best + 1], region)[0] >= FULL_PAGE:  # every candidate is the whole page: no answer
             return np.zeros_like(region), None
         mask = (logits[best] > 0).cpu().numpy() & region
@@ -253,10 +245,17 @@ class DocumentPredictor:
         full = F.interpolate(crop, size=(page.height, page.width), mode="bilinear", align_corners=False)[0]
         masks = (full > 0).cpu().numpy()
         best = choose_mask(logits, scores, page_region(page, frame, m))
-        answer, words = self.answer_mask(logits, scores)
+        answer, words = self.answer_mask(logits, scores, best)
         answer = masks[best] if answer.any() else np.zeros_like(masks[best])  # empty: no answer
         if words is not None:  # the words' box, drawn at the page's resolution as answers are drawn
             answer = box_mask(words, page, 1.0, max(page.height, page.width))[: page.height, : page.width]
+        lexical = self.last_prompt.lexical_boxes[0] if self.last_prompt.lexical_boxes else None
         return Prediction(
-            logits=logits.cpu(), scores=scores.cpu().numpy(), masks=masks, answer=answer, answer_box=words
+            logits=logits.cpu(),
+            scores=scores.cpu().numpy(),
+            masks=masks,
+            answer=answer,
+            answer_box=words,
+            best=best,
+            lexical_box=lexical,
         )

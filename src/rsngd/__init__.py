@@ -1,18 +1,24 @@
 """RS-SNGD: random-subspace stochastic natural gradient descent for memory-light training."""
 
 from . import projection
-from .groups import param_groups
+from .factory import TARGETS, create_optimizer, param_groups, split_parameters
 from .memory import optimizer_state_bytes
 from .optimizer import RSNGD, fisher_gram
+from .schedule import lr_factor, warmup_cosine
 from .woodbury import damped_cholesky_solve, natural_gradient
 
 __all__ = [
     "RSNGD",
+    "TARGETS",
+    "create_optimizer",
     "damped_cholesky_solve",
     "fisher_gram",
+    "lr_factor",
     "natural_gradient",
     "optimizer_state_bytes",
     "param_groups",
     "projection",
+    "split_parameters",
+    "warmup_cosine",
 ]
 __version__ = "0.1.0"

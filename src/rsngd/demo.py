@@ -9,7 +9,6 @@ out), else any file given with ``--data``.
 from __future__ import annotations
 
 import argparse
-import math
 import time
 from pathlib import Path
 
@@ -17,9 +16,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .groups import param_groups
+from .factory import create_optimizer
 from .memory import optimizer_state_bytes
-from .optimizer import RSNGD
+from .schedule import lr_factor
 
 DEFAULT_TEXT = Path("../shared/data/tinyshakespeare/input.txt")
 
@@ -79,10 +78,8 @@ def train(
     base = [g["lr"] for g in opt.param_groups]
     opt_time = fwd_time = 0.0
     for step in range(steps):
-        frac = min(1.0, (step + 1) / max(1, steps // 10))
-        cos = 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * step / steps))  # warm-up, then cosine to 10 %
         for g, lr in zip(opt.param_groups, base):
-            g["lr"] = lr * frac * cos
+            g["lr"] = lr * lr_factor(step, steps)  # warm-up over 10 % of the steps, then cosine to 10 %
         ix = torch.randint(len(data) - ctx - 1, (batch,), generator=gen)
         x = torch.stack([data[i : i + ctx + 1] for i in ix])
         t0 = time.perf_counter()
@@ -128,13 +125,11 @@ def main(argv: list[str] | None = None) -> None:
     torch.manual_seed(0)
     init = CharLM(ctx=ctx).state_dict()
     results = {}
-    for name in ("adamw", "rs-sngd"):
+    for name in ("adamw", "rsngd"):
         model = CharLM(ctx=ctx)
         model.load_state_dict(init)
-        if name == "adamw":
-            opt: torch.optim.Optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.0)
-        else:
-            opt = RSNGD(param_groups(model, rank=args.rank), lr=3e-3)
+        hp = {"rank": args.rank} if name == "rsngd" else {}
+        opt = create_optimizer(model.named_parameters(), name, lr=3e-3, **hp)
         print(f"{name}: training {sum(p.numel() for p in model.parameters()):,} parameters")
         results[name] = train(name, model, opt, data, val, args.steps, batch, ctx)
     print(f"\n{'optimizer':10s} {'val loss':>9s} {'state MiB':>10s} {'opt ms/step':>12s} {'fwd+bwd ms':>11s}")

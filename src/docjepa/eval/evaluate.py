@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
+from ..data.matcher import baseline_box
+from ..data.prompt import box_mask
 from ..data.record import Page, rasterize
-from ..data.segment import box_mask
 from ..data.shards import DocumentDataset
 from ..data.split import SplitConfig, question_pairs
-from .baseline import baseline_box
-from .metrics import Scores, best_answer
+from .scores import Scores, best_answer
 
 
 def answer_masks(page: Page, question: int, scale: float, size: int) -> list[np.ndarray]:

@@ -30,7 +30,7 @@ _PRESETS: dict[str, dict] = {
         predictor_layers=2,
         predictor_heads=4,
         djepa_layers=1,
-        clip=dict(
+        question_tower=dict(
             hidden_size=128,
             intermediate_size=512,
             num_hidden_layers=2,
@@ -65,7 +65,7 @@ _PRESETS: dict[str, dict] = {
         predictor_layers=4,
         predictor_heads=6,
         djepa_layers=2,
-        clip=dict(
+        question_tower=dict(
             hidden_size=256,
             intermediate_size=1024,
             num_hidden_layers=4,
@@ -100,7 +100,7 @@ _PRESETS: dict[str, dict] = {
         predictor_layers=6,
         predictor_heads=12,
         djepa_layers=2,
-        clip=dict(
+        question_tower=dict(
             hidden_size=512,
             intermediate_size=2048,
             num_hidden_layers=12,
@@ -125,7 +125,7 @@ def build_config(preset: str, vocab_size: int, special_ids: dict | None = None, 
         raise ValueError(f"unknown model preset {preset!r}; choose one of {', '.join(PRESETS)}")
     spec = {k: (dict(v) if isinstance(v, dict) else v) for k, v in _PRESETS[preset].items()}
     spec["text"]["vocab_size"] = vocab_size
-    spec["clip"]["vocab_size"] = vocab_size
-    spec["clip"].update(special_ids or {"pad_token_id": 0, "bos_token_id": 2, "eos_token_id": 3})
+    spec["question_tower"]["vocab_size"] = vocab_size
+    spec["question_tower"].update(special_ids or {"pad_token_id": 0, "bos_token_id": 2, "eos_token_id": 3})
     spec.update(overrides)
     return DocJepaConfig(**spec)

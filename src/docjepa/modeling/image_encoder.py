@@ -82,6 +82,10 @@ class LayerNorm2d(nn.Module):
         return self.norm(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
 
 
+EMBED_STRIDE = 16
+"""Input pixels per cell of the image embedding (the neck resamples every stage to 1/16 of the input)."""
+
+
 class Neck(nn.Module):
     """Multi-scale stage maps → one (B, D, S/16, S/16) embedding: 1×1 projections resampled to 1/16, summed."""
 
@@ -123,7 +127,7 @@ class ImageEncoder(nn.Module):
         dims = [int(config.embed_dim * config.embed_dim_multiplier**i) for i in range(len(config.depths))]
         self.neck = Neck(dims, neck_dim)
         self.grid = unit_grid(config)
-        self.embed_side = config.image_size[0] // 16
+        self.embed_side = config.image_size[0] // EMBED_STRIDE
         self.out_dim = dims[-1]
 
     def forward(self, pixel_values: Tensor, keep: Tensor | None = None) -> ImageFeatures:

@@ -13,7 +13,7 @@ from torch import Tensor, nn
 from transformers import BertConfig, HieraConfig, PretrainedConfig, PreTrainedModel
 
 from .fusion import CrossModalFusion
-from .image_encoder import ImageEncoder, ImageFeatures, unit_grid
+from .image_encoder import EMBED_STRIDE, ImageEncoder, ImageFeatures, unit_grid
 from .text_encoder import LayoutTextEncoder
 
 
@@ -34,7 +34,7 @@ class DocJepaConfig(PretrainedConfig):
         predictor_heads: int = 12,
         djepa_layers: int = 2,
         mim_patch: int = 16,
-        clip: dict | None = None,
+        question_tower: dict | None = None,
         decoder_heads: int = 8,
         decoder_mlp_dim: int = 2048,
         decoder_layers: int = 2,
@@ -57,7 +57,8 @@ class DocJepaConfig(PretrainedConfig):
         self.predictor_heads = predictor_heads
         self.djepa_layers = djepa_layers
         self.mim_patch = mim_patch
-        self.clip = dict(clip or {})
+        legacy = kwargs.pop("clip", None)  # the key's name in checkpoints written before it was renamed
+        self.question_tower = dict(question_tower or legacy or {})
         """Configuration of the question tower: CLIPTextConfig keyword arguments, or a loaded pre-trained tower's
         configuration with its ``model_type`` (see ``prompt_encoder.tower_config``)."""
         self.decoder_heads = decoder_heads
@@ -78,7 +79,12 @@ class DocJepaConfig(PretrainedConfig):
     @property
     def mask_size(self) -> int:
         """Side of the decoder's output masks."""
-        return self.image_size // 16 * 4 * self.mask_scale
+        return self.embed_grid * 4 * self.mask_scale
+
+    @property
+    def embed_grid(self) -> int:
+        """Side of the image embedding grid (input pixels / ``EMBED_STRIDE``)."""
+        return self.image_size // EMBED_STRIDE
 
     def hiera(self) -> HieraConfig:
         return HieraConfig(**self.image)

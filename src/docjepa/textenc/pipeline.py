@@ -35,14 +35,14 @@ import yaml
 from torch import nn
 from transformers import AutoTokenizer, BertForMaskedLM, PreTrainedTokenizerFast
 
+from ..config import to_dict
 from ..data.split import SplitConfig
 from ..data.tokenizer import train_tokenizer_on_texts
-from ..train.checkpoint import latest_checkpoint, load_state
-from ..train.config import to_dict
-from ..train.data import EpochDataset, make_loader
-from ..train.loop import RunConfig, restore, start_run, train_loop
-from ..train.optim import OptimConfig, build_optimizer, build_schedule
-from . import evaluate as ev
+from ..modeling.files import latest_checkpoint
+from ..train.data import EpochDataset
+from ..train.optim import OptimConfig
+from ..train.trainer import RunConfig, Task, Trainer
+from . import benchmark as ev
 from .corpus import Corpus, CorpusConfig, PairCollator, WordsCollator, build_corpus
 from .distill import PROJECTION, Distiller, student_bert
 from .llm2vec import BidirectionalLM, MntpModel, SimcseModel, load_lm, tiny_llama
@@ -155,12 +155,6 @@ class TextEncoderConfig:
     """Stages to run, in the chain's order (finished ones are skipped)."""
 
 
-def finished(stage_dir: Path, steps: int) -> bool:
-    """Has the run in ``stage_dir`` written its last checkpoint?"""
-    ckpt = latest_checkpoint(stage_dir) if (stage_dir / "checkpoints").is_dir() else None
-    return ckpt is not None and load_state(ckpt)["step"] >= steps
-
-
 def stage_output(out: Path, stage: str) -> Path | None:
     """The model folder of a finished (or at least checkpointed) stage, else None."""
     ckpt = latest_checkpoint(out / stage) if (out / stage / "checkpoints").is_dir() else None
@@ -236,40 +230,34 @@ class _Chain:
     ) -> Path:
         """Run one stage as a resumable training run in ``OUT/name``; its model folder."""
         run_dir = self.out / name
-        if finished(run_dir, steps_cfg.steps):
+        if Trainer.is_finished(run_dir, steps_cfg.steps):
             log.info("stage %s: already finished in %s (delete that folder to run it again)", name, run_dir)
             return stage_output(self.out, name)
-        has_checkpoint = (run_dir / "checkpoints").is_dir() and latest_checkpoint(run_dir) is not None
-        ckpt, device = start_run(run_dir, self.resume and has_checkpoint, steps_cfg)
-        model = build(None if ckpt is None else ckpt / "model").to(device)
-        named = (
-            model.trainable_named_parameters()
-            if hasattr(model, "trainable_named_parameters")
-            else [(n, p) for n, p in model.named_parameters() if p.requires_grad]
-        )
-        opt = build_optimizer(named, optim, seed=steps_cfg.seed)
-        sched = build_schedule(opt, optim, steps_cfg.steps)
-        start, samples = restore(ckpt, opt, sched)
-        (run_dir / "config.yaml").write_text(yaml.safe_dump(to_dict(self.cfg), sort_keys=False))
-        loader = make_loader(EpochDataset(items, steps_cfg.seed), collate, steps_cfg.batch_size, samples, 0)
-        train_loop(
-            model,
-            model,
-            [p for _, p in named],
-            iter(loader),
-            opt,
-            sched,
-            steps_cfg,
-            optim.grad_clip,
-            run_dir,
-            device,
-            start=start,
-            samples=samples,
-            progress=self.progress,
-            desc=name,
-            save_extra=save_extra,
-        )
+        resume = self.resume and Trainer.checkpoint_step(run_dir) is not None
+        trainer = Trainer(run_dir, steps_cfg, optim, self.cfg, resume=resume, progress=self.progress)
+        trainer.fit(_Stage(name, build, items, collate, steps_cfg.seed, save_extra))
         return stage_output(self.out, name)
+
+
+class _Stage(Task):
+    """One stage of the chain as a trainer task."""
+
+    def __init__(self, name: str, build, items, collate, seed: int, save_extra) -> None:
+        self.name, self._build, self.items, self._collate, self.seed = name, build, items, collate, seed
+        self._save_extra = save_extra
+
+    def build(self, out: Path, checkpoint: Path | None) -> nn.Module:
+        return self._build(checkpoint)
+
+    def dataset(self) -> EpochDataset:
+        return EpochDataset(self.items, self.seed)
+
+    def collate(self, model: nn.Module):
+        return self._collate
+
+    def save_extra(self, model_dir: Path) -> None:
+        if self._save_extra is not None:
+            self._save_extra(model_dir)
 
 
 class _CausalLM(nn.Module):

@@ -16,6 +16,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..modeling.files import latest_checkpoint, resolve_model_dir
+
+__all__ = ["latest_checkpoint", "load_state", "resolve_model_dir", "save_checkpoint"]
+
 
 def rng_state() -> dict:
     """Every RNG a training step may draw from."""
@@ -62,33 +66,6 @@ def save_checkpoint(
     for p in old[:-keep] if keep > 0 else []:
         shutil.rmtree(p, ignore_errors=True)
     return final
-
-
-def latest_checkpoint(out: Path) -> Path | None:
-    """The newest complete checkpoint folder of a run, or None."""
-    root = out / "checkpoints"
-    for p in root.glob(".tmp-step-*"):  # leftovers of a run killed while writing
-        shutil.rmtree(p, ignore_errors=True)
-    pointer = root / "latest"
-    if pointer.is_file():
-        path = root / pointer.read_text().strip()
-        if (path / "state.pt").is_file():
-            return path
-    done = sorted(p for p in root.glob("step-*") if (p / "state.pt").is_file())
-    return done[-1] if done else None
-
-
-def resolve_model_dir(path: str | Path) -> Path:
-    """A model folder from a run folder (its latest checkpoint), a checkpoint folder, or a model folder."""
-    path = Path(path)
-    if (path / "config.json").is_file():
-        return path
-    if (path / "model" / "config.json").is_file():
-        return path / "model"
-    ckpt = latest_checkpoint(path) if (path / "checkpoints").is_dir() else None
-    if ckpt is not None:
-        return ckpt / "model"
-    raise FileNotFoundError(f"no model at {path} (expected a run, checkpoint or model folder)")
 
 
 def load_state(path: Path) -> dict:

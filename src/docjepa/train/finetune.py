@@ -3,27 +3,27 @@
 from __future__ import annotations
 
 import logging
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-import yaml
 from safetensors.torch import load_file
+from torch import nn
 
 from ..data.collate import CollateConfig
 from ..data.segment import SegmentCollator
 from ..data.shards import DocumentDataset
+from ..data.source import DataConfig, load_tokenizer
 from ..data.split import SplitConfig, question_pairs
 from ..modeling import DocJepaConfig, build_config
+from ..modeling.files import resolve_model_dir
 from ..modeling.prompt_encoder import tower_spec
 from ..modeling.segmentation import DocJepaForSegmentation
 from ..modeling.sentence_encoder import resolve_tower
-from .checkpoint import resolve_model_dir
-from .config import to_dict
-from .data import EpochDataset, make_loader
-from .loop import RunConfig, restore, start_run, train_loop
-from .optim import OptimConfig, build_optimizer, build_schedule
-from .pretrain import DataConfig, load_tokenizer, tokenizer_from_init
+from .data import EpochDataset
+from .optim import OptimConfig
+from .trainer import RunConfig, Task, Trainer
 
 log = logging.getLogger("docjepa.train")
 
@@ -36,22 +36,26 @@ class SegModelConfig:
     """Size preset, used when starting from scratch."""
     init: str = ""
     """Pre-training run / checkpoint / model folder to take the backbone (or a whole segmentation model) from."""
-    clip: str = ""
+    question_tower: str = ""
     """Question tower: a local CLIP folder (``docjepa pretrain-clip`` output, or a user's CLIP checkpoint), any
-    local pre-trained text-encoder folder, or ``packaged`` (the sentence encoder of the ``lang`` extra)."""
+    local pre-trained text-encoder folder, or ``packaged`` (the sentence encoder of the ``lang`` extra); empty: an
+    untrained CLIP tower of the preset's size."""
     text_encoder: str = ""
     """Local BERT folder for the text encoder when starting from scratch."""
     lexical_prior: bool = True
     """Give the decoder the OCR matcher's answer box as a mask prompt to refine (False: the question alone)."""
     prior_gain: float = 2.0
     """Initial (learned) weight with which that mask prompt, as ±1, is also added to the mask logits."""
-    freeze_backbone: bool = False
-    """Keep the pre-trained backbone (image and text encoders, fusion) fixed; train the question tower, prompt
-    encoder and decoders only."""
     freeze_question_tower: bool = False
-    """Keep the question tower as loaded (``clip``): a pre-trained language tower keeps its knowledge of wording."""
-    question_dropout: float = 0.0
-    """Fraction of training samples with a non-empty mask prompt whose question is blanked (prompt-only samples)."""
+    """Keep the question tower as loaded: a pre-trained language tower keeps its knowledge of wording."""
+
+    @staticmethod
+    def upgrade(data: dict) -> dict:
+        if "clip" in data:
+            warnings.warn("model.clip is now model.question_tower", FutureWarning, stacklevel=2)
+            log.warning("config key model.clip is deprecated: it is read as model.question_tower")
+            data["question_tower"] = data.pop("clip")  # given in the old form, it is what the user meant
+        return data
 
 
 @dataclass
@@ -60,11 +64,21 @@ class SegDataConfig(DataConfig):
 
     max_question_tokens: int = 32
     """Longest question (tokens)."""
+    split: SplitConfig = field(default_factory=SplitConfig)
+    """Layouts and question templates held out of training (evaluated by ``docjepa evaluate``)."""
+
+
+@dataclass
+class FinetuneAblations:
+    """Ablation switches: each measured worse than the default (off) in the demo's setting (docs/docjepa.md,
+    "Ablations"). Kept for studies, not for use."""
+
+    freeze_backbone: bool = False
+    """Keep the pre-trained backbone (image and text encoders, fusion) fixed; train the question tower, prompt
+    encoder and decoders only."""
     jitter: float = 0.0
     """Scale jitter: each training page is shrunk by a factor drawn from [1 − jitter, 1] and placed at a random
     position of the square input (0 = every page fitted at the top left, as at prediction time)."""
-    split: SplitConfig = field(default_factory=SplitConfig)
-    """Layouts and question templates held out of training (evaluated by ``docjepa evaluate``)."""
 
 
 @dataclass
@@ -77,6 +91,19 @@ class FinetuneConfig:
     run: RunConfig = field(default_factory=RunConfig)
     multimask: bool = True
     """Train the 3 outputs with SAM's best-of-3 loss (False: one output)."""
+    ablation: FinetuneAblations = field(default_factory=FinetuneAblations)
+    """Switches measured worse than the defaults (see :class:`FinetuneAblations`)."""
+
+    @staticmethod
+    def upgrade(data: dict) -> dict:
+        """Configs written before the ablation switches moved to ``ablation``."""
+        moved = [("data", "jitter"), ("model", "freeze_backbone")]
+        for part, key in moved:
+            if isinstance(data.get(part), dict) and key in data[part]:
+                data.setdefault("ablation", {})[key] = data[part].pop(key)
+        if isinstance(data.get("model"), dict) and data["model"].pop("question_dropout", 0.0):
+            raise ValueError("model.question_dropout was removed (it measured worse than none); drop the key")
+        return data
 
 
 def load_weights(model: torch.nn.Module, model_dir: Path) -> int:
@@ -91,18 +118,17 @@ def load_weights(model: torch.nn.Module, model_dir: Path) -> int:
     return len(matched)
 
 
-def question_tokenizer_for(clip_dir: str, fallback):
-    """The CLIP folder's own tokenizer when it has one, else the document tokenizer."""
-    if clip_dir and any((Path(clip_dir) / f).is_file() for f in ("tokenizer.json", "vocab.json")):
+def question_tokenizer_for(tower_dir: str, fallback):
+    """The question tower folder's own tokenizer when it has one, else the document tokenizer."""
+    if tower_dir and any((Path(tower_dir) / f).is_file() for f in ("tokenizer.json", "vocab.json")):
         from transformers import AutoTokenizer
 
-        return AutoTokenizer.from_pretrained(clip_dir)
+        return AutoTokenizer.from_pretrained(tower_dir)
     return fallback
 
 
-def build_segmentation_model(cfg: FinetuneConfig, tokenizer, ckpt: Path | None) -> DocJepaForSegmentation:
-    if ckpt is not None:
-        return DocJepaForSegmentation.from_pretrained(ckpt / "model")
+def build_segmentation_model(cfg: FinetuneConfig, tokenizer) -> DocJepaForSegmentation:
+    """A fresh segmentation model: the backbone from ``model.init`` (or the preset), the question tower loaded."""
     if cfg.model.init:
         src = resolve_model_dir(cfg.model.init)
         config = DocJepaConfig.from_pretrained(src)
@@ -115,8 +141,8 @@ def build_segmentation_model(cfg: FinetuneConfig, tokenizer, ckpt: Path | None) 
         config = build_config(cfg.model.preset, len(tokenizer), special_ids=special)
     config.lexical_prior = cfg.model.lexical_prior
     config.prior_gain = cfg.model.prior_gain if cfg.model.lexical_prior else 0.0
-    if cfg.model.freeze_question_tower and not (cfg.model.clip or cfg.model.init):
-        raise ValueError("model.freeze_question_tower needs a pre-trained tower: set model.clip to its folder")
+    if cfg.model.freeze_question_tower and not (cfg.model.question_tower or cfg.model.init):
+        raise ValueError("model.freeze_question_tower needs a pre-trained tower: set model.question_tower")
     config.freeze_question_tower = cfg.model.freeze_question_tower
     model = DocJepaForSegmentation(config)
     if cfg.model.init:
@@ -124,84 +150,83 @@ def build_segmentation_model(cfg: FinetuneConfig, tokenizer, ckpt: Path | None) 
         log.info("initialised %d tensors from %s", n, src)
     elif cfg.model.text_encoder:
         model.backbone.text_encoder.load_bert(cfg.model.text_encoder)
-    if cfg.model.clip:
-        model.question_encoder.load_clip(resolve_model_dir(cfg.model.clip))
-        model.config.clip = tower_spec(model.question_encoder.clip)
+    if cfg.model.question_tower:
+        model.question_encoder.load_clip(resolve_model_dir(cfg.model.question_tower))
+        model.config.question_tower = tower_spec(model.question_encoder.clip)
     return model
+
+
+class FinetuneTask(Task):
+    """Promptable segmentation on (page, question) pairs of the training layouts and templates."""
+
+    name = "finetune"
+
+    def __init__(self, cfg: FinetuneConfig) -> None:
+        cfg.model.question_tower = resolve_tower(cfg.model.question_tower)
+        self.cfg = cfg
+        self.workers = cfg.data.workers
+
+    def build(self, out: Path, checkpoint: Path | None) -> nn.Module:
+        from transformers import AutoTokenizer
+
+        cfg = self.cfg
+        init = resolve_model_dir(cfg.model.init) if cfg.model.init and not cfg.model.text_encoder else None
+        self.tokenizer = load_tokenizer(cfg.data, out, cfg.model.text_encoder, init)
+        tower = str(resolve_model_dir(cfg.model.question_tower)) if cfg.model.question_tower else ""
+        self.qtok = question_tokenizer_for(tower, self.tokenizer)
+        if checkpoint is not None and (checkpoint / "question_tokenizer").is_dir():
+            self.qtok = AutoTokenizer.from_pretrained(checkpoint / "question_tokenizer")
+        if checkpoint is not None:
+            model = DocJepaForSegmentation.from_pretrained(checkpoint)
+        else:
+            model = build_segmentation_model(cfg, self.tokenizer)
+        vocab = model.config.bert().vocab_size
+        if vocab != len(self.tokenizer):
+            raise ValueError(f"model vocabulary {vocab} ≠ tokenizer size {len(self.tokenizer)}")
+        if cfg.ablation.freeze_backbone:
+            model.backbone.requires_grad_(False)
+        return model
+
+    def trainable(self, model: nn.Module) -> list[tuple[str, nn.Parameter]]:
+        named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+        log.info("%d trainable parameters", sum(p.numel() for _, p in named))
+        return named
+
+    def dataset(self) -> EpochDataset:
+        cfg = self.cfg
+        pairs = question_pairs(cfg.data.train, cfg.data.split, "train")
+        log.info(
+            "%d (page, question) pairs to train on (held out: layouts %s, templates crc32 %% %d == 0)",
+            len(pairs),
+            cfg.data.split.layouts,
+            cfg.data.split.template_modulus,
+        )
+        return EpochDataset(DocumentDataset([Path(p) for p in cfg.data.train]), cfg.run.seed, pairs)
+
+    def collate(self, model: nn.Module) -> SegmentCollator:
+        cfg, mcfg = self.cfg, model.config
+        return SegmentCollator(
+            self.tokenizer,
+            self.qtok,
+            CollateConfig(image_size=mcfg.image_size, mask_size=mcfg.mask_size, max_tokens=cfg.data.max_tokens),
+            cfg.data.max_question_tokens,
+            seed=cfg.run.seed,
+            lexical_prior=mcfg.lexical_prior,
+            jitter=cfg.ablation.jitter,
+        )
+
+    def compute(self, model: nn.Module, batch: dict) -> dict:
+        return model(batch, multimask=self.cfg.multimask)
+
+    def save_extra(self, model_dir: Path) -> None:
+        self.tokenizer.save_pretrained(model_dir)
+        if self.qtok is not self.tokenizer:
+            self.qtok.save_pretrained(model_dir / "question_tokenizer")
 
 
 def finetune(
     cfg: FinetuneConfig, out: Path, resume: bool = False, progress: bool = True, stop_after: int | None = None
 ) -> dict:
     """Run (or resume) fine-tuning into ``out``; returns the last logged metrics."""
-    out = Path(out)
-    ckpt, device = start_run(out, resume, cfg.run)
-    cfg.model.clip = resolve_tower(cfg.model.clip)
-    if not cfg.model.text_encoder:
-        tokenizer_from_init(cfg.data, cfg.model.init)
-    tokenizer = load_tokenizer(cfg.data, out, cfg.model.text_encoder)
-    qtok = question_tokenizer_for(str(resolve_model_dir(cfg.model.clip)) if cfg.model.clip else "", tokenizer)
-    if ckpt is not None and (ckpt / "model" / "question_tokenizer").is_dir():
-        from transformers import AutoTokenizer
-
-        qtok = AutoTokenizer.from_pretrained(ckpt / "model" / "question_tokenizer")
-    model = build_segmentation_model(cfg, tokenizer, ckpt).to(device)
-    mcfg = model.config
-    if mcfg.bert().vocab_size != len(tokenizer):
-        raise ValueError(f"model vocabulary {mcfg.bert().vocab_size} ≠ tokenizer size {len(tokenizer)}")
-
-    pairs = question_pairs(cfg.data.train, cfg.data.split, "train")
-    log.info(
-        "%d (page, question) pairs to train on (held out: layouts %s, templates crc32 %% %d == 0)",
-        len(pairs),
-        cfg.data.split.layouts,
-        cfg.data.split.template_modulus,
-    )
-    pages = DocumentDataset([Path(p) for p in cfg.data.train])
-    if cfg.model.freeze_backbone:
-        model.backbone.requires_grad_(False)
-    trainable = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
-    log.info("%d trainable parameters", sum(p.numel() for _, p in trainable))
-    opt = build_optimizer(trainable, cfg.optim, seed=cfg.run.seed)
-    sched = build_schedule(opt, cfg.optim, cfg.run.steps)
-    start, samples = restore(ckpt, opt, sched)
-    (out / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
-
-    size = mcfg.image_size
-    collate = SegmentCollator(
-        tokenizer,
-        qtok,
-        CollateConfig(image_size=size, mask_size=mcfg.mask_size, max_tokens=cfg.data.max_tokens),
-        cfg.data.max_question_tokens,
-        seed=cfg.run.seed,
-        lexical_prior=mcfg.lexical_prior,
-        question_dropout=cfg.model.question_dropout if mcfg.lexical_prior else 0.0,
-        jitter=cfg.data.jitter,
-    )
-    loader = make_loader(
-        EpochDataset(pages, cfg.run.seed, pairs), collate, cfg.run.batch_size, samples, cfg.data.workers
-    )
-
-    def save_tokenizers(model_dir: Path) -> None:
-        tokenizer.save_pretrained(model_dir)
-        if qtok is not tokenizer:
-            qtok.save_pretrained(model_dir / "question_tokenizer")
-
-    return train_loop(
-        model,
-        lambda batch: model(batch, multimask=cfg.multimask),
-        [p for _, p in trainable],
-        iter(loader),
-        opt,
-        sched,
-        cfg.run,
-        cfg.optim.grad_clip,
-        out,
-        device,
-        start=start,
-        samples=samples,
-        progress=progress,
-        stop_after=stop_after,
-        desc="finetune",
-        save_extra=save_tokenizers,
-    )
+    task = FinetuneTask(cfg)  # resolves the question tower name before the config is written
+    return Trainer(out, cfg.run, cfg.optim, cfg, resume=resume, progress=progress).fit(task, stop_after=stop_after)

@@ -1,25 +1,27 @@
-"""Optimizer and learning-rate schedule for Document-JEPA training (RS-SNGD by default, AdamW selectable)."""
+"""Optimizer settings of Document-JEPA training (RS-SNGD by default, AdamW selectable), built by
+:func:`rsngd.create_optimizer` with the one parameter-group rule and scheduled by :func:`rsngd.warmup_cosine`."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 from torch import nn
 
 import rsngd
 
-# Matrices whose names contain one of these are projected by RS-SNGD: attention and MLP weights of Hiera,
-# BERT, the fusion, the predictors and the neck. Embeddings, layout tables and output heads stay in AdamW.
-PROJECTED = ("attn", "attention", "mlp", "intermediate", "output.dense", "linear1", "linear2", "lateral")
+TARGETS = (*rsngd.TARGETS, "lateral")
+"""Projected matrices: the attention and MLP weights of Hiera, BERT, the fusion, the predictors and the decoders
+(``rsngd.TARGETS``), plus the lateral convolutions of the image encoder's neck. Embeddings, layout tables and
+output heads stay in AdamW."""
 
 
 @dataclass
 class OptimConfig:
     """Optimizer settings."""
 
-    name: str = "rsngd"
+    name: Literal["rsngd", "adamw"] = "rsngd"
     """``rsngd`` or ``adamw``."""
     lr: float = 2e-3
     """Peak learning rate of the projected matrices (RS-SNGD) or of everything (AdamW)."""
@@ -42,42 +44,22 @@ class OptimConfig:
 def build_optimizer(named: list[tuple[str, nn.Parameter]], cfg: OptimConfig, seed: int = 0) -> torch.optim.Optimizer:
     """RS-SNGD with attention/MLP matrices projected, or AdamW, over the given (name, parameter) pairs."""
     if cfg.name == "adamw":
-        decay = [p for _, p in named if p.dim() >= 2]
-        flat = [p for _, p in named if p.dim() < 2]
-        return torch.optim.AdamW(
-            [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": flat, "weight_decay": 0.0}], lr=cfg.lr
-        )
+        return rsngd.create_optimizer(named, "adamw", lr=cfg.lr, weight_decay=cfg.weight_decay, targets=TARGETS)
     if cfg.name != "rsngd":
         raise ValueError(f"unknown optimizer {cfg.name!r}; choose rsngd or adamw")
-    groups = rsngd.param_groups(
-        _Named(named), rank=cfg.rank, target_modules=PROJECTED, weight_decay=cfg.weight_decay, history=cfg.history
+    return rsngd.create_optimizer(
+        named,
+        "rsngd",
+        lr=cfg.lr,
+        adamw_lr=cfg.adamw_lr or cfg.lr,
+        weight_decay=cfg.weight_decay,
+        targets=TARGETS,
+        rank=cfg.rank,
+        history=cfg.history,
+        seed=seed,
     )
-    adamw_lr = cfg.adamw_lr or cfg.lr
-    for g in groups:
-        if g["rank"] is None:
-            g["lr"] = adamw_lr
-    return rsngd.RSNGD(groups, lr=cfg.lr, seed=seed)
-
-
-class _Named(nn.Module):
-    """Presents a list of (name, parameter) pairs to ``rsngd.param_groups``."""
-
-    def __init__(self, named: list[tuple[str, nn.Parameter]]) -> None:
-        super().__init__()
-        self._named = named
-
-    def named_parameters(self, *args, **kwargs):  # type: ignore[override]
-        yield from self._named
 
 
 def build_schedule(opt: torch.optim.Optimizer, cfg: OptimConfig, steps: int) -> torch.optim.lr_scheduler.LambdaLR:
     """Linear warm-up, then cosine to ``min_lr_ratio`` of the peak, as a multiplier on each group's lr."""
-    warm = max(1, int(cfg.warmup * steps))
-
-    def factor(step: int) -> float:
-        if step < warm:
-            return (step + 1) / warm
-        t = min(1.0, (step - warm) / max(1, steps - warm))
-        return cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * t))
-
-    return torch.optim.lr_scheduler.LambdaLR(opt, factor)
+    return rsngd.warmup_cosine(opt, steps, cfg.warmup, cfg.min_lr_ratio)

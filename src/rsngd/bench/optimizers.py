@@ -15,7 +15,6 @@ hidden 512), which keeps its state of the projected matrices under 5 % of AdamW'
 from __future__ import annotations
 
 import ast
-import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,9 +22,6 @@ import torch
 from torch import nn
 
 import rsngd
-
-# Matrices that low-rank methods project (LLaMA module names); all else stays in AdamW.
-TARGETS = ("self_attn", "mlp")
 
 DEFAULTS: dict[str, dict[str, Any]] = {
     "adamw": {"lr": 3e-3},
@@ -69,59 +65,12 @@ class OptimizerSpec:
         return hp
 
 
-def split_params(model: nn.Module) -> tuple[list[nn.Parameter], list[nn.Parameter]]:
-    """(projected matrices, everything else), the same split for every low-rank method."""
-    proj, rest = [], []
-    for name, p in model.named_parameters():
-        (proj if p.dim() >= 2 and any(t in name for t in TARGETS) else rest).append(p)
-    return proj, rest
-
-
 def build_optimizer(spec: OptimizerSpec, model: nn.Module, hidden: int, heads: int) -> torch.optim.Optimizer:
-    """Instantiate the optimizer of ``spec`` for ``model``."""
+    """Instantiate the optimizer of ``spec`` for ``model`` through :func:`rsngd.create_optimizer`: the same
+    projected matrices (attention and MLP) and the same AdamW part for every method. The non-projected tensors
+    (embeddings, norms, LM head) use ``adamw_lr`` where a method's defaults set one; the published GaLore, Fira
+    and APOLLO scripts use the method's own lr for them."""
     hp = spec.hyperparameters(hidden)
-    lr = hp.pop("lr")
-    wd = hp.pop("weight_decay", 0.0)
-    proj, rest = split_params(model)
-    if spec.name == "adamw":
-        return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=wd, **hp)
     if spec.name == "adam-mini":
-        from adam_mini import Adam_mini
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return Adam_mini(
-                model.named_parameters(),
-                lr=lr,
-                weight_decay=wd,
-                dim=hidden,
-                n_heads=heads,
-                n_kv_heads=heads,
-                verbose=False,
-                **hp,
-            )
-    # The non-projected tensors (embeddings, norms, LM head) use AdamW at ``adamw_lr``; the
-    # published GaLore, Fira and APOLLO scripts use the method's own lr for them.
-    adamw_lr = hp.pop("adamw_lr", lr)
-    if spec.name == "rsngd":
-        groups = [{"params": proj, "lr": lr, **hp}, {"params": rest, "rank": None, "lr": adamw_lr}]
-        return rsngd.RSNGD(groups, lr=lr, weight_decay=wd)
-    rest_group = {"params": rest, "lr": adamw_lr}
-    if spec.name == "galore":
-        from galore_torch import GaLoreAdamW
-
-        group = {"params": proj, "lr": lr, "proj_type": "std", **hp}
-        return GaLoreAdamW([group, rest_group], lr=lr, weight_decay=wd)
-    if spec.name == "fira":
-        from fira import FiraAdamW
-
-        group = {"params": proj, "lr": lr, "proj_type": "std", **hp}
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return FiraAdamW([group, rest_group], lr=lr, weight_decay=wd)
-    if spec.name in ("apollo", "apollo-mini"):
-        from apollo_torch import APOLLOAdamW
-
-        group = {"params": proj, "lr": lr, "proj": "random", "proj_type": "std", **hp}
-        return APOLLOAdamW([group, rest_group], lr=lr, weight_decay=wd)
-    raise AssertionError(spec.name)
+        hp.update(dim=hidden, n_heads=heads)
+    return rsngd.create_optimizer(model.named_parameters(), spec.name, **hp)

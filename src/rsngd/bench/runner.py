@@ -16,7 +16,7 @@ import torch
 import rsngd
 
 from .data import Corpus, train_batches, val_batches
-from .optimizers import OptimizerSpec, build_optimizer, split_params
+from .optimizers import OptimizerSpec, build_optimizer
 from .presets import Preset
 
 
@@ -35,15 +35,6 @@ def build_model(preset: Preset, vocab: int, seed: int):
         tie_word_embeddings=False,
     )
     return LlamaForCausalLM(cfg)
-
-
-def lr_factor(step: int, preset: Preset) -> float:
-    """Linear warm-up over ``warmup`` of the steps, then cosine down to ``min_lr`` of the peak."""
-    warm = max(1, int(preset.warmup * preset.steps))
-    if step < warm:
-        return (step + 1) / warm
-    progress = (step - warm) / max(1, preset.steps - warm)
-    return preset.min_lr + (1 - preset.min_lr) * 0.5 * (1 + math.cos(math.pi * progress))
 
 
 def _rss_bytes() -> int:
@@ -74,7 +65,7 @@ def run_one(
 
     model = build_model(preset, corpus.vocab_size, seed).to(device)
     opt = build_optimizer(spec, model, preset.hidden, preset.heads)
-    projected, _ = split_params(model)
+    projected, _, _ = rsngd.split_parameters(model.named_parameters())
     base_lrs = [g["lr"] for g in opt.param_groups]
     accum = max(1, preset.batch // preset.micro_batch)
     batches = train_batches(corpus.train, preset.seq, preset.micro_batch, seed)
@@ -94,7 +85,7 @@ def run_one(
     bar = tqdm(range(preset.steps), desc=f"{spec.label} seed {seed}", disable=not progress, leave=False)
     for step in bar:
         for group, lr in zip(opt.param_groups, base_lrs):
-            group["lr"] = lr * lr_factor(step, preset)
+            group["lr"] = lr * rsngd.lr_factor(step, preset.steps, preset.warmup, preset.min_lr)
         sync()
         t0 = time.perf_counter()
         loss_sum = 0.0

@@ -14,8 +14,8 @@ from __future__ import annotations
 import difflib
 import functools
 
-from ..data.lexical import content_words, normalise
-from ..data.record import Word
+from .lexical import content_words, normalise
+from .record import Word
 
 
 @functools.lru_cache(maxsize=1 << 16)  # pure; a page's words meet the same question terms again and again

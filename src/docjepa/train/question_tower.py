@@ -6,7 +6,7 @@ the pages' questions (values, addresses, titles…) and short runs of words on o
 frozen pre-trained image encoder's embedding map (before fusion, so the text of the page cannot leak in),
 averaged over the region's cells; both sides are projected to a shared space and trained with the symmetric
 InfoNCE loss and a learned temperature, as CLIP. The output folder is a plain ``CLIPTextModel`` checkpoint
-with its tokenizer, which is exactly what ``finetune --model.clip=DIR`` (or a user's own CLIP) takes.
+with its tokenizer, which is exactly what ``finetune --model.question_tower=DIR`` (or a user's own CLIP) takes.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-import yaml
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 from transformers import CLIPTextModel
@@ -28,14 +27,14 @@ from transformers import CLIPTextModel
 from ..data.collate import CollateConfig, DocumentCollator
 from ..data.record import Page, union_box
 from ..data.shards import DocumentDataset
+from ..data.source import DataConfig, load_tokenizer
 from ..modeling import DocJepaConfig, DocJepaModel, build_config
-from ..modeling.segmentation import clip_config
-from .checkpoint import resolve_model_dir
-from .config import to_dict
-from .data import EpochDataset, make_loader
-from .loop import RunConfig, restore, start_run, train_loop
-from .optim import OptimConfig, build_optimizer, build_schedule
-from .pretrain import DataConfig, load_tokenizer, tokenizer_from_init
+from ..modeling.files import resolve_model_dir
+from ..modeling.image_encoder import EMBED_STRIDE
+from ..modeling.segmentation import question_tower_config
+from .data import EpochDataset
+from .optim import OptimConfig
+from .trainer import RunConfig, Task, Trainer
 
 log = logging.getLogger("docjepa.train")
 HEADS = "contrastive_heads.safetensors"
@@ -49,10 +48,16 @@ class ClipModelConfig:
     """Pre-training run / checkpoint / model folder whose image encoder gives the region embeddings."""
     preset: str = "tiny"
     """Size preset when no ``init`` is given (an untrained image encoder: only for tests)."""
-    clip: str = ""
+    tower: str = ""
     """Continue from a local CLIP text model folder instead of the preset's fresh tower."""
     dim: int = 128
     """Shared embedding width."""
+
+    @staticmethod
+    def upgrade(data: dict) -> dict:
+        if "clip" in data:  # the key's former name
+            data.setdefault("tower", data.pop("clip"))
+        return data
 
 
 @dataclass
@@ -81,7 +86,7 @@ class ClipCollator:
             max_tokens,
             seed,
         )
-        self.grid = image_size // 16
+        self.grid = image_size // EMBED_STRIDE
 
     def regions(self, page: Page, rng: random.Random) -> list[tuple[str, tuple]]:
         out = []
@@ -109,7 +114,7 @@ class ClipCollator:
         texts, owners, cells, seen = [], [], [], set()
         for b, (pos, page) in enumerate(good):
             rng = random.Random(self.seed * 1_000_003 + pos)
-            s = self.size / max(page.width, page.height) / 16  # page pixels → embedding cells
+            s = self.size / max(page.width, page.height) / EMBED_STRIDE  # page pixels → embedding cells
             for text, (x0, y0, x1, y1) in self.regions(page, rng):
                 key = text.lower().strip()
                 if key in seen:  # duplicate texts would be false negatives for each other
@@ -179,56 +184,54 @@ class ClipPretrainer(nn.Module):
         self.load_state_dict(load_file(str(Path(path) / HEADS)), strict=False)
 
 
+class QuestionTowerTask(Task):
+    """CLIP pre-training: a trainable text tower against the frozen image encoder's region embeddings."""
+
+    name = "pretrain-clip"
+
+    def __init__(self, cfg: ClipConfig) -> None:
+        self.cfg = cfg
+        self.workers = cfg.data.workers
+
+    def build(self, out: Path, checkpoint: Path | None) -> nn.Module:
+        from transformers.utils import logging as hf_logging
+
+        cfg = self.cfg
+        init = resolve_model_dir(cfg.model.init) if cfg.model.init else None
+        self.tokenizer = load_tokenizer(cfg.data, out, init)
+        if init is not None:
+            hf_logging.set_verbosity_error()  # the pre-training heads are expected to be left out
+            backbone = DocJepaModel.from_pretrained(init)
+            hf_logging.set_verbosity_warning()
+        else:
+            backbone = DocJepaModel(build_config(cfg.model.preset, len(self.tokenizer)))
+        if checkpoint is not None:
+            tower = CLIPTextModel.from_pretrained(checkpoint)
+        elif cfg.model.tower:
+            tower = CLIPTextModel.from_pretrained(cfg.model.tower)
+        else:
+            dj: DocJepaConfig = backbone.config
+            tower = CLIPTextModel(question_tower_config(dj, len(self.tokenizer)))
+        self.image_size = backbone.config.image_size
+        model = ClipPretrainer(backbone, tower, cfg.model.dim)
+        if checkpoint is not None:
+            model.load_heads(checkpoint)
+        return model
+
+    def dataset(self) -> EpochDataset:
+        return EpochDataset(DocumentDataset([Path(p) for p in self.cfg.data.train]), self.cfg.run.seed)
+
+    def collate(self, model: nn.Module) -> ClipCollator:
+        cfg = self.cfg
+        return ClipCollator(self.tokenizer, self.image_size, cfg.regions_per_page, cfg.max_text_tokens, cfg.run.seed)
+
+    def save_extra(self, model_dir: Path) -> None:
+        self.tokenizer.save_pretrained(model_dir)
+
+
 def pretrain_clip(
     cfg: ClipConfig, out: Path, resume: bool = False, progress: bool = True, stop_after: int | None = None
 ) -> dict:
     """Run (or resume) CLIP pre-training of the question tower into ``out``."""
-    from transformers.utils import logging as hf_logging
-
-    out = Path(out)
-    ckpt, device = start_run(out, resume, cfg.run)
-    tokenizer_from_init(cfg.data, cfg.model.init)
-    tokenizer = load_tokenizer(cfg.data, out)
-    if cfg.model.init:
-        hf_logging.set_verbosity_error()  # the pre-training heads are expected to be left out
-        backbone = DocJepaModel.from_pretrained(resolve_model_dir(cfg.model.init))
-        hf_logging.set_verbosity_warning()
-    else:
-        backbone = DocJepaModel(build_config(cfg.model.preset, len(tokenizer)))
-    if ckpt is not None:
-        tower = CLIPTextModel.from_pretrained(ckpt / "model")
-    elif cfg.model.clip:
-        tower = CLIPTextModel.from_pretrained(cfg.model.clip)
-    else:
-        dj: DocJepaConfig = backbone.config
-        tower = CLIPTextModel(clip_config(dj, len(tokenizer)))
-    model = ClipPretrainer(backbone, tower, cfg.model.dim)
-    if ckpt is not None:
-        model.load_heads(ckpt / "model")
-    model.to(device)
-    opt = build_optimizer(model.trainable_named_parameters(), cfg.optim, seed=cfg.run.seed)
-    sched = build_schedule(opt, cfg.optim, cfg.run.steps)
-    start, samples = restore(ckpt, opt, sched)
-    (out / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
-    size = backbone.config.image_size
-    collate = ClipCollator(tokenizer, size, cfg.regions_per_page, cfg.max_text_tokens, cfg.run.seed)
-    pages = DocumentDataset([Path(p) for p in cfg.data.train])
-    loader = make_loader(EpochDataset(pages, cfg.run.seed), collate, cfg.run.batch_size, samples, cfg.data.workers)
-    return train_loop(
-        model,
-        model,
-        [p for _, p in model.trainable_named_parameters()],
-        iter(loader),
-        opt,
-        sched,
-        cfg.run,
-        cfg.optim.grad_clip,
-        out,
-        device,
-        start=start,
-        samples=samples,
-        progress=progress,
-        stop_after=stop_after,
-        desc="pretrain-clip",
-        save_extra=tokenizer.save_pretrained,
-    )
+    trainer = Trainer(out, cfg.run, cfg.optim, cfg, resume=resume, progress=progress)
+    return trainer.fit(QuestionTowerTask(cfg), stop_after=stop_after)

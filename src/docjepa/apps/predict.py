@@ -8,10 +8,9 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from .data.importer import ImportSummary, import_image, import_pdf
-from .data.record import Page
-from .eval.baseline import baseline_box
-from .predictor import SNAP_AGREEMENT, DocumentPredictor, Prediction
+from ..data.importer import ImportSummary, import_image, import_pdf
+from ..data.record import Page
+from ..predictor import SNAP_AGREEMENT, DocumentPredictor, Prediction
 
 
 def load_page(
@@ -111,5 +110,5 @@ def predict_file(
     doc = load_page(image, pdf, page, dpi, lang)
     predictor = DocumentPredictor.from_pretrained(checkpoint, device=device, snap=SNAP_AGREEMENT if snap else None)
     predictor.set_page(doc)
-    prior = baseline_box(question, doc.words) if predictor.model.config.lexical_prior else None
-    return write_prediction(doc, predictor.predict(question), question, Path(out), multimask, prior)
+    pred = predictor.predict(question)
+    return write_prediction(doc, pred, question, Path(out), multimask, pred.lexical_box)

@@ -20,6 +20,11 @@ T = TypeVar("T")
 def _coerce(value: Any, tp: Any, key: str) -> Any:
     """Check/convert one value to the annotated type ``tp``."""
     origin = typing.get_origin(tp)
+    if origin is typing.Literal:
+        choices = typing.get_args(tp)
+        if value not in choices:
+            raise ValueError(f"{key}: expected one of {', '.join(map(repr, choices))}, got {value!r}")
+        return value
     if origin in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(tp) if a is not type(None)]
         if value is None:
@@ -59,6 +64,9 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
 
 def from_dict(cls: type[T], data: dict, prefix: str = "") -> T:
     """Build dataclass ``cls`` from a (nested) mapping, checking keys and types."""
+    upgrade = getattr(cls, "upgrade", None)
+    if upgrade is not None:  # keys renamed or moved since older configs were written
+        data = upgrade(dict(data))
     hints = typing.get_type_hints(cls)
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - names)

@@ -14,11 +14,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .data.split import SplitConfig
-from .train.checkpoint import latest_checkpoint
-from .train.config import load_config
+from ..config import load_config
+from ..data.split import SplitConfig
+from ..train.trainer import Trainer
 
-log = logging.getLogger("docjepa.demo")
+log = logging.getLogger("docjepa.apps.demo")
 
 
 @dataclass
@@ -37,9 +37,6 @@ class DemoConfig:
     """CLIP pre-training steps of the question tower (batch 8 pages)."""
     finetune_steps: int = 800
     """Fine-tuning steps (batch 8 questions)."""
-    jitter: float = 0.0
-    """Scale jitter of fine-tuning (``data.jitter``): pages shrunk by up to this fraction, placed at random
-    (off: measured, it trades much in-distribution accuracy for an unreliable held-out gain; see the README)."""
     lowercase: bool = True
     """Fold case in the document tokenizer (receipts print store names and totals in capitals)."""
     question_tower: str = "auto"
@@ -72,16 +69,11 @@ class DemoConfig:
         )
 
 
-def _done(run: Path, steps: int) -> bool:
-    ckpt = latest_checkpoint(run) if (run / "checkpoints").is_dir() else None
-    return ckpt is not None and int(ckpt.name.split("-")[1]) >= steps
-
-
 def _stage(name: str, run: Path, steps: int, train, cfg, progress: bool) -> None:
-    if _done(run, steps):
+    if Trainer.is_finished(run, steps):
         log.info("%s: already complete in %s", name, run)
         return
-    resume = latest_checkpoint(run) is not None if (run / "checkpoints").is_dir() else False
+    resume = Trainer.checkpoint_step(run) is not None
     t = time.perf_counter()
     train(cfg, run, resume=resume, progress=progress)
     log.info("%s: %.0f s", name, time.perf_counter() - t)
@@ -89,7 +81,7 @@ def _stage(name: str, run: Path, steps: int, train, cfg, progress: bool) -> None
 
 def question_tower(choice: str) -> Path | None:
     """The pre-trained question tower folder that ``DemoConfig.question_tower`` names (None: pre-train CLIP)."""
-    from .modeling.sentence_encoder import packaged_sentence_encoder
+    from ..modeling.sentence_encoder import packaged_sentence_encoder
 
     if choice == "clip":
         return None
@@ -102,15 +94,15 @@ def question_tower(choice: str) -> Path | None:
 
 def run_demo(cfg: DemoConfig, out: Path, progress: bool = True) -> dict:
     """Run every stage into ``out``; returns the evaluation results (also in ``out/results.json``)."""
-    from .data.shards import shard_paths
-    from .data.synth.generate import generate
-    from .data.tokenizer import train_tokenizer
-    from .eval.evaluate import evaluate
-    from .predictor import DocumentPredictor
+    from ..data.shards import shard_paths
+    from ..data.synth.generate import generate
+    from ..data.tokenizer import train_tokenizer
+    from ..eval.evaluate import evaluate
+    from ..predictor import DocumentPredictor
+    from ..train.finetune import FinetuneConfig, finetune
+    from ..train.pretrain import PretrainConfig, pretrain
+    from ..train.question_tower import ClipConfig, pretrain_clip
     from .report import write_report
-    from .train.clip import ClipConfig, pretrain_clip
-    from .train.finetune import FinetuneConfig, finetune
-    from .train.pretrain import PretrainConfig, pretrain
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     out = Path(out)
@@ -160,10 +152,10 @@ def run_demo(cfg: DemoConfig, out: Path, progress: bool = True) -> dict:
         )
         _stage("pretrain-clip", out / "clip", cfg.clip_steps, pretrain_clip, clip_cfg, progress)
         timings["pretrain_clip"] = time.perf_counter() - t
-        tower_args = [f"--model.clip={out / 'clip'}", "--model.freeze_question_tower=false"]
+        tower_args = [f"--model.question_tower={out / 'clip'}", "--model.freeze_question_tower=false"]
     else:
         log.info("question tower: the pre-trained text encoder in %s, kept frozen", tower)
-        tower_args = [f"--model.clip={tower}", "--model.freeze_question_tower=true"]
+        tower_args = [f"--model.question_tower={tower}", "--model.freeze_question_tower=true"]
 
     t = time.perf_counter()
     ft_cfg = load_config(
@@ -173,7 +165,6 @@ def run_demo(cfg: DemoConfig, out: Path, progress: bool = True) -> dict:
             *common,
             f"--model.init={out / 'pretrain'}",
             *tower_args,
-            f"--data.jitter={cfg.jitter}",
             f"--run.steps={cfg.finetune_steps}",
             "--run.checkpoint_every=100",
         ],

@@ -14,7 +14,7 @@ def _curves(out: Path) -> str:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from .train.metrics import read_metrics
+    from ..train.metrics_log import read_metrics
 
     runs = [
         ("pretrain", ["ijepa", "mlm", "mim", "djepa_image", "djepa_text"]),

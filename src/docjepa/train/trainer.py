@@ -1,0 +1,259 @@
+"""One trainer for every training run here: pre-training, fine-tuning, the question tower, each text-encoder stage.
+
+A run's life is the same whatever is trained, so it is written once: open (or resume) the run folder, seed,
+pick the device, build the model through the task, build the optimizer and schedule (``optim.py``), restore
+their state and the RNGs from the newest checkpoint, dump the config, build the loader, then the flat loop
+below. One step: ``accumulation`` micro-batches (bf16 autocast on a GPU, backward of loss/accumulation),
+gradient clipping, optimizer and schedule step, the task's ``after_step`` hook (the EMA update), metrics every
+``log_every`` steps, an atomic checkpoint every ``checkpoint_every`` steps and at the end.
+
+What differs between runs is a :class:`Task`: how the model is built (fresh or from the checkpoint being
+resumed), which parameters train, the data and its collator, the losses, and extra files for each checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+from torch import nn
+from tqdm.auto import tqdm
+
+from ..config import to_dict
+from .checkpoint import latest_checkpoint, load_state, save_checkpoint, set_rng_state
+from .data import EpochDataset, make_loader
+from .metrics_log import MetricsLogger, peak_memory_mb
+from .optim import OptimConfig, build_optimizer, build_schedule
+
+log = logging.getLogger("docjepa.train")
+
+
+@dataclass
+class RunConfig:
+    """Loop settings."""
+
+    steps: int = 300
+    """Optimizer steps."""
+    batch_size: int = 8
+    """Samples per micro-batch."""
+    accumulation: int = 1
+    """Micro-batches per optimizer step."""
+    seed: int = 0
+    """Seed of initialisation, data order and masks."""
+    log_every: int = 10
+    """Steps between metric lines."""
+    checkpoint_every: int = 100
+    """Steps between checkpoints (the last step always writes one)."""
+    keep_checkpoints: int = 2
+    """Newest checkpoints kept."""
+    device: str = "auto"
+    """``auto`` (CUDA when available), ``cpu`` or ``cuda``."""
+    bf16: bool = True
+    """bf16 autocast on a GPU (ignored on CPU)."""
+    threads: int = 0
+    """torch CPU threads (0 = torch's default)."""
+    ema_start: float = 0.996
+    """Target-encoder EMA momentum at step 0, rising linearly to ``ema_end`` (pre-training only)."""
+    ema_end: float = 1.0
+    """EMA momentum at the last step (pre-training only)."""
+
+
+class Task:
+    """What one kind of training run builds and computes; the :class:`Trainer` does everything else."""
+
+    name = "train"
+    """Progress-bar label."""
+    workers = 0
+    """DataLoader worker processes."""
+
+    def build(self, out: Path, checkpoint: Path | None) -> nn.Module:
+        """The model: fresh (``checkpoint`` None) or loaded from the model folder of the checkpoint being resumed.
+        ``out`` is the run folder (a tokenizer trained for the run is cached there)."""
+        raise NotImplementedError
+
+    def trainable(self, model: nn.Module) -> list[tuple[str, nn.Parameter]]:
+        """(name, parameter) pairs the optimizer updates (default: every parameter that requires grad)."""
+        if hasattr(model, "trainable_named_parameters"):
+            return model.trainable_named_parameters()
+        return [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+
+    def dataset(self) -> EpochDataset:
+        """The training items in a seeded, resumable order."""
+        raise NotImplementedError
+
+    def collate(self, model: nn.Module) -> Callable:
+        """Items → a batch (None when every item of the micro-batch was unreadable)."""
+        raise NotImplementedError
+
+    def compute(self, model: nn.Module, batch: dict) -> dict[str, torch.Tensor]:
+        """Losses of a batch; ``"loss"`` is optimised, every scalar is logged."""
+        return model(batch)
+
+    def after_step(self, model: nn.Module, done: int) -> dict[str, float] | None:
+        """Runs after each optimizer step (``done`` steps taken); may return more values to log."""
+        return None
+
+    def save_extra(self, model_dir: Path) -> None:
+        """Add files (tokenizers) to each checkpoint's model folder, so that it is self-contained."""
+
+    def started(self, out: Path) -> None:
+        """Called once the run folder is set up, before the first step."""
+
+
+def pick_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("run.device=cuda but no CUDA device is available")
+    return torch.device(name)
+
+
+def to_device(batch: dict, device: torch.device) -> dict:
+    """Tensors and prompt objects (anything with ``.to``) moved to ``device``; the rest as is."""
+    return {
+        k: v.to(device, non_blocking=True) if torch.is_tensor(v) else v.to(device) if hasattr(v, "to") else v
+        for k, v in batch.items()
+    }
+
+
+class Trainer:
+    """Owns a run folder: ``Trainer(out, run, optim, config).fit(task)`` trains (or resumes) one run.
+
+    ``config`` (a dataclass or mapping) is written to ``out/config.yaml``. ``resume``: continue from the newest
+    checkpoint (an error when there is none); without it, a folder that already holds checkpoints is refused.
+    """
+
+    def __init__(
+        self,
+        out: str | Path,
+        run: RunConfig,
+        optim: OptimConfig,
+        config: Any = None,
+        resume: bool = False,
+        progress: bool = True,
+    ) -> None:
+        self.out, self.run, self.optim, self.config = Path(out), run, optim, config
+        self.resume, self.progress = resume, progress
+
+    # ------------------------------------------------------------------ run folder
+    @staticmethod
+    def checkpoint_step(out: str | Path) -> int | None:
+        """Steps taken by the newest complete checkpoint of the run in ``out`` (None: no checkpoint)."""
+        out = Path(out)
+        ckpt = latest_checkpoint(out) if (out / "checkpoints").is_dir() else None
+        return None if ckpt is None else int(load_state(ckpt)["step"])
+
+    @staticmethod
+    def is_finished(out: str | Path, steps: int) -> bool:
+        """Has the run in ``out`` written the checkpoint of its last step?"""
+        done = Trainer.checkpoint_step(out)
+        return done is not None and done >= steps
+
+    def _open(self) -> Path | None:
+        out = self.out
+        ckpt = latest_checkpoint(out) if self.resume else None
+        if self.resume and ckpt is None:
+            raise FileNotFoundError(f"--resume: no checkpoint under {out / 'checkpoints'}")
+        if not self.resume and (out / "checkpoints").exists() and any((out / "checkpoints").iterdir()):
+            raise FileExistsError(f"{out} already holds a run; pass --resume to continue it or choose another --out")
+        out.mkdir(parents=True, exist_ok=True)
+        return ckpt
+
+    def _restore(self, ckpt: Path | None, opt: torch.optim.Optimizer, sched) -> tuple[int, int]:
+        """Optimizer, schedule and RNG states of ``ckpt``; (step, samples consumed) to continue from."""
+        if ckpt is None:
+            return 0, 0
+        opt.load_state_dict(torch.load(ckpt / "optimizer.pt", weights_only=True))
+        sched.load_state_dict(torch.load(ckpt / "scheduler.pt", weights_only=True))
+        state = load_state(ckpt)
+        set_rng_state(state["rng"])
+        log.info("resumed from %s (step %d)", ckpt, state["step"])
+        return state["step"], state["samples"]
+
+    # ------------------------------------------------------------------ training
+    def fit(self, task: Task, stop_after: int | None = None) -> dict:
+        """Train ``task`` from its newest checkpoint (or step 0) to ``run.steps``; the last logged metrics.
+
+        ``stop_after`` ends the loop at that step (after writing its checkpoint), as a kill would: tests use it
+        to check that resuming reproduces an uninterrupted run.
+        """
+        run, out = self.run, self.out
+        ckpt = self._open()
+        if run.threads:
+            torch.set_num_threads(run.threads)
+        torch.manual_seed(run.seed)
+        device = pick_device(run.device)
+        model = task.build(out, None if ckpt is None else ckpt / "model").to(device)
+        named = task.trainable(model)
+        params = [p for _, p in named]
+        opt = build_optimizer(named, self.optim, seed=run.seed)
+        sched = build_schedule(opt, self.optim, run.steps)
+        start, samples = self._restore(ckpt, opt, sched)
+        if self.config is not None:
+            data = self.config if isinstance(self.config, dict) else to_dict(self.config)
+            (out / "config.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+        task.started(out)
+        batches = iter(make_loader(task.dataset(), task.collate(model), run.batch_size, samples, task.workers))
+
+        metrics = MetricsLogger(out, start_step=start)
+        amp = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" and run.bf16 else nullcontext()
+        last: dict = {}
+        sums: dict[str, float] = {}
+        extra: dict[str, float] = {}
+        count, busy = 0, 0.0  # steps and seconds of training work since the last log line
+        bar = tqdm(total=run.steps, initial=start, desc=task.name, disable=not self.progress, dynamic_ncols=True)
+        model.train()
+        for step in range(start, run.steps):
+            t0 = time.perf_counter()
+            for _ in range(run.accumulation):
+                batch = next(batches)
+                samples += run.batch_size
+                if batch is None:  # every record of the micro-batch was unreadable
+                    continue
+                with amp:
+                    losses = task.compute(model, to_device(batch, device))
+                (losses["loss"] / run.accumulation).backward()
+                for k, v in losses.items():
+                    if v.dim() == 0:
+                        sums[k] = sums.get(k, 0.0) + float(v.detach()) / run.accumulation
+            clip = self.optim.grad_clip
+            grad_norm = torch.nn.utils.clip_grad_norm_(params, clip) if clip > 0 else torch.tensor(0.0)
+            opt.step()
+            sched.step()
+            opt.zero_grad(set_to_none=True)
+            done = step + 1
+            extra = task.after_step(model, done) or {}
+            count += 1
+            busy += time.perf_counter() - t0
+            bar.update(1)
+            if done % run.log_every == 0 or done == run.steps:
+                last = {k: v / count for k, v in sums.items()}
+                last.update(
+                    extra,
+                    lr=sched.get_last_lr()[0],
+                    grad_norm=float(grad_norm),
+                    step_s=busy / count,
+                    samples_per_s=count * run.batch_size * run.accumulation / busy,
+                    peak_mem_mb=peak_memory_mb(device),
+                )
+                metrics.log(done, last)
+                bar.set_postfix(loss=f"{last.get('loss', float('nan')):.3f}")
+                sums, count, busy = {}, 0, 0.0
+            if done % run.checkpoint_every == 0 or done == run.steps or done == stop_after:
+                save_checkpoint(
+                    out, done, model, opt, sched, {"samples": samples}, run.keep_checkpoints, task.save_extra
+                )
+            if stop_after is not None and done >= stop_after:
+                break
+        bar.close()
+        metrics.close()
+        (out / "last_metrics.json").write_text(json.dumps(last, indent=1))
+        return last

@@ -1,0 +1,135 @@
+"""One parameter-group rule and one optimizer factory for every trainer in the repository.
+
+The rule (:func:`split_parameters`): a trainable matrix (ndim ≥ 2) whose name contains one of ``targets`` is
+*projected* (the low-rank methods' subspace update); every other matrix (embeddings, output heads) and every
+1-D tensor (norms, biases) is updated with AdamW, matrices with weight decay and 1-D tensors without. The default
+``targets`` name the attention and MLP matrices of common transformer implementations: LLaMA (``self_attn``,
+``mlp``), BERT (``attention``, ``intermediate``, ``output.dense``), ``nn.TransformerEncoderLayer`` (``linear1``,
+``linear2``) and modules named ``attn`` / ``mlp`` (Hiera, ViTs).
+
+:func:`create_optimizer` builds RS-SNGD, AdamW or one of the benchmark's low-rank baselines (GaLore, Fira,
+APOLLO, APOLLO-Mini, Adam-mini; they install with the ``bench`` extra) from that split, so every method sees the
+same projected matrices and the same AdamW part.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+from .optimizer import RSNGD
+
+__all__ = ["METHODS", "TARGETS", "create_optimizer", "param_groups", "split_parameters"]
+
+TARGETS: tuple[str, ...] = ("attn", "attention", "mlp", "intermediate", "output.dense", "linear1", "linear2")
+"""Name fragments of the matrices that are projected (attention and MLP weights)."""
+
+METHODS = ("rsngd", "adamw", "galore", "fira", "apollo", "apollo-mini", "adam-mini")
+"""Names :func:`create_optimizer` knows (``apollo-mini`` is APOLLO with its rank-1 tensor-wise settings)."""
+
+Named = Iterable[tuple[str, nn.Parameter]]
+
+
+def split_parameters(
+    named_parameters: Named, targets: Sequence[str] = TARGETS
+) -> tuple[list[nn.Parameter], list[nn.Parameter], list[nn.Parameter]]:
+    """(projected matrices, other matrices, 1-D tensors) of the trainable parameters, in their given order."""
+    if not targets:
+        raise ValueError("targets is empty: no matrix would be projected")
+    proj, other, flat = [], [], []
+    for name, p in named_parameters:
+        if not p.requires_grad:
+            continue
+        if p.dim() >= 2 and any(t in name for t in targets):
+            proj.append(p)
+        elif p.dim() >= 2:
+            other.append(p)
+        else:
+            flat.append(p)
+    return proj, other, flat
+
+
+def param_groups(
+    model: nn.Module,
+    rank: int | None = 64,
+    target_modules: Sequence[str] = TARGETS,
+    weight_decay: float = 0.0,
+    **projected: Any,
+) -> list[dict[str, Any]]:
+    """RS-SNGD parameter groups of a model by :func:`split_parameters`: the projected matrices with ``rank`` (and
+    any extra keyword, e.g. ``history=8``), the other matrices in AdamW with ``weight_decay``, the 1-D tensors in
+    AdamW without. Empty groups are left out."""
+    proj, other, flat = split_parameters(model.named_parameters(), target_modules)
+    groups = [
+        {"params": proj, "rank": rank, "weight_decay": weight_decay, **projected},
+        {"params": other, "rank": None, "weight_decay": weight_decay},
+        {"params": flat, "rank": None, "weight_decay": 0.0},
+    ]
+    return [g for g in groups if g["params"]]
+
+
+def create_optimizer(
+    named_parameters: Named,
+    name: str = "rsngd",
+    lr: float = 1e-3,
+    adamw_lr: float | None = None,
+    weight_decay: float = 0.0,
+    targets: Sequence[str] = TARGETS,
+    **hp: Any,
+) -> torch.optim.Optimizer:
+    """An optimizer ``name`` over (name, parameter) pairs, grouped by :func:`split_parameters`.
+
+    ``lr`` is the projected matrices' learning rate; ``adamw_lr`` (default: ``lr``) that of the AdamW part;
+    ``weight_decay`` applies to matrices only. ``hp`` goes to the projected group: RS-SNGD's ``rank``,
+    ``history``, ``seed``…; GaLore's / Fira's / APOLLO's ``rank``, ``update_proj_gap``, ``scale``…; for
+    ``adam-mini``, its ``dim`` and ``n_heads``. With ``adamw``, the projected matrices are simply the group at
+    ``lr``.
+    """
+    if name not in METHODS:
+        raise ValueError(f"unknown optimizer {name!r}; choose one of {', '.join(METHODS)}")
+    named = list(named_parameters)
+    if name == "adam-mini":
+        from adam_mini import Adam_mini
+
+        dim, heads = hp.pop("dim"), hp.pop("n_heads")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return Adam_mini(
+                named, lr=lr, weight_decay=weight_decay, dim=dim, n_heads=heads, n_kv_heads=heads, verbose=False, **hp
+            )
+    proj, other, flat = split_parameters(named, targets)
+    rest_lr = lr if adamw_lr is None else adamw_lr
+    rest = [
+        {"params": other, "lr": rest_lr, "weight_decay": weight_decay},
+        {"params": flat, "lr": rest_lr, "weight_decay": 0.0},
+    ]
+    if name == "rsngd":
+        seed = hp.pop("seed", 0)
+        groups = [{"params": proj, "lr": lr, "weight_decay": weight_decay, "rank": hp.pop("rank", 64), **hp}]
+        groups += [{**g, "rank": None} for g in rest]
+        return RSNGD([g for g in groups if g["params"]], lr=lr, seed=seed)
+    if name == "adamw":
+        groups = [{"params": proj, "lr": lr, "weight_decay": weight_decay}, *rest]
+        return torch.optim.AdamW([g for g in groups if g["params"]], lr=lr, **hp)
+    rest = [g for g in rest if g["params"]]
+    if name == "galore":
+        from galore_torch import GaLoreAdamW
+
+        group = {"params": proj, "lr": lr, "proj_type": "std", **hp}
+        return GaLoreAdamW([group, *rest], lr=lr, weight_decay=weight_decay)
+    if name == "fira":
+        from fira import FiraAdamW
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return FiraAdamW(
+                [{"params": proj, "lr": lr, "proj_type": "std", **hp}, *rest], lr=lr, weight_decay=weight_decay
+            )
+    from apollo_torch import APOLLOAdamW  # apollo, apollo-mini
+
+    group = {"params": proj, "lr": lr, "proj": "random", "proj_type": "std", **hp}
+    return APOLLOAdamW([group, *rest], lr=lr, weight_decay=weight_decay)
