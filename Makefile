@@ -1,5 +1,6 @@
 # make setup : build .venv (torch 2.13.0 CPU first, then the project with its extras)
-# make test  : lint + the test suite (runs setup when needed)
+# make test  : lint + the fast test suite (runs setup when needed)
+# make test-slow : the over-fitting and end-to-end tests (CI runs both)
 # make demo  : Document-JEPA end to end (data, pre-training, fine-tuning, evaluation, report; ~15 min)
 # make demo-rsngd : a short optimizer example (about 1 minute)
 # make bench : the optimizer benchmark on the cpu preset (Shakespeare; about 15 minutes)
@@ -9,7 +10,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PIP    := $(BIN)/python -m pip install -q --disable-pip-version-check -c constraints.txt
 
-.PHONY: setup test lint demo demo-rsngd bench clean
+.PHONY: setup test test-slow lint demo demo-rsngd bench clean
 
 setup: $(STAMP)
 
@@ -28,8 +29,13 @@ lint: setup
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
 
+TEST_ENV := HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 OMP_NUM_THREADS=2
+
 test: lint
-	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 OMP_NUM_THREADS=2 $(BIN)/python -m pytest -q
+	$(TEST_ENV) $(BIN)/python -m pytest -q -m "not slow"
+
+test-slow: setup
+	$(TEST_ENV) $(BIN)/python -m pytest -q -m slow
 
 demo: setup
 	HF_HUB_OFFLINE=1 $(BIN)/docjepa demo --out runs/demo

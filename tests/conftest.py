@@ -26,3 +26,11 @@ def docs(tmp_path_factory):
     generate(24, root / "d", seed=11, size=512, workers=1, progress=False)
     main(["tokenizer", "train", str(root / "d"), "--out", str(root / "tok"), "--vocab-size", "600"])
     return root
+
+
+@pytest.fixture
+def tok(docs):
+    """The ``docs`` fixture's tokenizer."""
+    from transformers import PreTrainedTokenizerFast
+
+    return PreTrainedTokenizerFast.from_pretrained(str(docs / "tok"))

@@ -191,6 +191,7 @@ def test_ema_update_and_momentum_schedule():
     assert ema_momentum(100, 100) == 1.0 and ema_momentum(500, 100) == 1.0
 
 
+@pytest.mark.slow
 def test_every_loss_is_finite_and_falls_when_overfitting_one_batch(batch):
     b, tok = batch
     torch.manual_seed(0)

@@ -271,6 +271,7 @@ def test_retrieval_scores_and_agreement_on_a_hand_made_set(gen):
 # --- the pipeline ----------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_chain_runs_every_stage_and_the_result_loads_with_transformers(docs, tmp_path, caplog):
     out = tmp_path / "te"
     steps = "--teacher.run.steps=3 --mntp.run.steps=2 --simcse.run.steps=2 --distill.run.steps=3 --mlm.run.steps=2"
@@ -340,6 +341,7 @@ def test_config_rejects_unknown_stage_and_keys(tmp_path):
         load_config(TextEncoderConfig, "configs/text_encoder/tiny.yaml", ["--teacher.width=3"])
 
 
+@pytest.mark.slow
 def test_chain_takes_a_local_llama_with_its_own_tokenizer(docs, tmp_path):
     """A user's causal LM folder (LLaMA with a SentencePiece-style BPE tokenizer that has no pad or mask token)
     as the teacher: MNTP, word-aligned distillation into the WordPiece student, and the evaluation run."""

@@ -48,6 +48,7 @@ def test_hf_trainer_with_rsngd(tmp_path):
     assert all(opt.state[p]["step"] == 6 for p in opt.param_groups[0]["params"])
 
 
+@pytest.mark.slow
 def test_cli_demo_runs_briefly(tmp_path, capsys):
     text = tmp_path / "text.txt"
     text.write_text("To be, or not to be, that is the question. " * 400)

@@ -63,6 +63,7 @@ def installed(name: str) -> bool:
     return True
 
 
+@pytest.mark.slow
 def test_smoke_runs_every_optimizer_and_writes_the_fields(tmp_path, text_file):
     specs = [s for s in DEFAULT_OPTIMIZERS + RSNGD_VARIANTS if installed(s.split(":")[0])]
     assert {"adamw", "rsngd"} <= set(specs)

@@ -14,6 +14,8 @@ from docjepa.cli import main
 from docjepa.modeling.sentence_encoder import packaged_sentence_encoder
 from tests.helpers import tiny_bert_folder
 
+pytestmark = pytest.mark.slow  # end to end: the whole module runs in the slow suite
+
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):

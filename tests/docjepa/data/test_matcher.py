@@ -1,0 +1,61 @@
+"""The OCR matcher (the baseline) and the mask prompt drawn from its box."""
+
+import numpy as np
+import pytest
+
+pytest.importorskip("transformers")
+
+
+from docjepa.data.lexical import content_words, word_matches
+from docjepa.data.matcher import baseline_box
+from docjepa.data.prompt import lexical_prior
+from docjepa.data.record import Answer, Page, Question, Word, box_polygon
+from docjepa.eval.evaluate import answer_masks
+
+
+def _page(words: list[tuple[str, tuple]]) -> list[Word]:
+    return [Word(t, b) for t, b in words]
+
+
+def test_baseline_finds_the_value_next_to_the_key():
+    words = _page(
+        [
+            ("Invoice", (10, 10, 60, 20)),
+            ("no.:", (62, 10, 80, 20)),
+            ("INV-4821", (300, 10, 360, 20)),
+            ("Date:", (10, 40, 40, 50)),
+            ("12", (45, 40, 57, 50)),
+            ("May", (60, 40, 80, 50)),
+            ("2024", (83, 40, 110, 50)),
+            ("Billing", (10, 80, 50, 90)),
+            ("address", (52, 80, 100, 90)),
+            ("Jane", (10, 95, 40, 105)),
+            ("Doe", (43, 95, 65, 105)),
+        ]
+    )
+    assert content_words("What is the invoice number?") == ["invoice", "number"]
+    assert baseline_box("What is the invoice number?", words) == (300, 10, 360, 20)  # far right, same line
+    assert baseline_box("When is the date?", words) == (45, 40, 110, 50)
+    assert baseline_box("Where is the billing address?", words) == (10, 95, 65, 105)  # nothing right: below
+    assert baseline_box("Who signed it?", words) is None
+    # The same normalisation gives the model's exact-match feature (word level, case and punctuation folded).
+    assert word_matches("What is the invoice number?", [w.text for w in words])[:3] == [True, False, False]
+    assert word_matches("Where is the billing address?", ["Billing", "address:", "the"]) == [True, True, False]
+
+
+def test_lexical_prior_is_the_baseline_box_in_the_mask_frame():
+    words = _page([("Date:", (10, 40, 40, 50)), ("12", (45, 40, 57, 50)), ("May", (60, 40, 80, 50))])
+    page = Page("x", 0, 400, 200, b"", words, "t")  # wider than tall: scale = 256 / 400 onto the square
+    m = lexical_prior("When is the date?", page, 128)
+    f = 256 / 400 * 128 / 256  # page pixels → mask pixels
+    ys, xs = m.nonzero(as_tuple=True)
+    assert m.shape == (128, 128) and set(m.unique().tolist()) == {0.0, 1.0}
+    # the box of "12 May" padded by 2 page px, within the pixel a polygon fill may round to
+    assert abs(xs.min() - (45 - 2) * f) <= 1 and abs(xs.max() + 1 - (80 + 2) * f) <= 1
+    assert abs(ys.min() - (40 - 2) * f) <= 1 and abs(ys.max() + 1 - (50 + 2) * f) <= 1
+    assert int(m.sum()) == (xs.max() - xs.min() + 1) * (ys.max() - ys.min() + 1)  # a filled rectangle
+    drawn = Page(
+        "x", 0, 400, 200, b"", words, "t", questions=[Question("q", "key", [Answer([box_polygon((43, 38, 82, 52))])])]
+    )
+    assert np.array_equal(m.numpy() > 0, answer_masks(drawn, 0, f, 128)[0])  # drawn as answers are (2 px padding)
+    assert lexical_prior("Who signed it?", page, 128).sum() == 0  # no match: no prompt

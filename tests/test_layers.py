@@ -1,0 +1,98 @@
+"""Layers import one way: every import inside ``src/`` goes to the same layer or a lower one.
+
+docjepa: config, data → modeling → train, predictor → textenc, eval → apps → cli. rsngd: the optimizer core →
+bench → demo, cli. docjepa may import rsngd (a library below it); rsngd never imports docjepa.
+"""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+# Module prefix → layer; the longest matching prefix wins.
+LAYERS = {
+    "rsngd": 0,
+    "rsngd.bench": 1,
+    "rsngd.demo": 2,
+    "rsngd.cli": 2,
+    "docjepa": 10,
+    "docjepa.config": 10,
+    "docjepa.data": 10,
+    "docjepa.modeling": 11,
+    "docjepa.train": 12,
+    "docjepa.predictor": 12,
+    "docjepa.textenc": 13,
+    "docjepa.eval": 13,
+    "docjepa.apps": 14,
+    "docjepa.cli": 15,
+}
+
+
+def layer(module: str) -> tuple[str, int]:
+    best = max((p for p in LAYERS if module == p or module.startswith(p + ".")), key=len)
+    return best, LAYERS[best]
+
+
+def module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: Path, root: Path) -> list[tuple[int, str]]:
+    """(line, absolute module) of every import of the project's own packages in a file, lazy ones included."""
+    name = module_name(path, root)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+                if not node.module:  # "from . import x": x is a module of that package
+                    found += [(node.lineno, f"{target}.{a.name}") for a in node.names]
+                    continue
+            else:
+                target = node.module or ""
+            found.append((node.lineno, target))
+        elif isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names]
+    return [(line, t) for line, t in found if t.split(".")[0] in ("rsngd", "docjepa")]
+
+
+def backward_imports(root: Path) -> list[str]:
+    bad = []
+    for path in sorted(root.rglob("*.py")):
+        here, own = layer(module_name(path, root))
+        for line, target in imports(path, root):
+            _, other = layer(target)
+            if other > own:
+                bad.append(f"{path.relative_to(root)}:{line}: {here} (layer {own}) imports {target} (layer {other})")
+    return bad
+
+
+def test_no_import_runs_backwards():
+    assert backward_imports(SRC) == []
+
+
+def test_the_check_finds_a_backward_import(tmp_path):
+    """The walker sees relative, absolute and lazy imports (a check that cannot fail would prove nothing)."""
+    pkg = tmp_path / "docjepa"
+    (pkg / "data").mkdir(parents=True)
+    (pkg / "train").mkdir()
+    for d in (pkg, pkg / "data", pkg / "train"):
+        (d / "__init__.py").write_text("")
+    (pkg / "train" / "loop.py").write_text("from ..data import shards\n")  # forward: allowed
+    (pkg / "data" / "shards.py").write_text("def f():\n    from ..train.loop import x\n")  # lazy, backwards
+    (pkg / "data" / "other.py").write_text("import docjepa.modeling.model\n")  # absolute, backwards
+    bad = backward_imports(tmp_path)
+    assert len(bad) == 2
+    assert any("shards.py:2" in b and "docjepa.train.loop" in b for b in bad)
+    assert any("other.py:1" in b and "docjepa.modeling.model" in b for b in bad)
+
+
+@pytest.mark.parametrize("module", ["docjepa.data.prompt", "docjepa.modeling.files", "docjepa.train.trainer"])
+def test_moved_components_live_in_their_layer(module):
+    assert layer(module)[1] == LAYERS[module.rsplit(".", 1)[0]]
