@@ -36,6 +36,7 @@ import torch
 from torch import Tensor
 from torch.optim import Optimizer
 
+from . import ablations
 from .projection import (
     Factors,
     change_basis,
@@ -56,7 +57,6 @@ _FISHERS = ("global", "tensor")
 _RESIDUALS = ("none", "fira", "sign")
 _NORMALIZE = ("rms", "global_rms", "none")
 _DAMPING_MODES = ("relative", "absolute")
-_FIRA_LIMIT = 1.01  # Fira's norm-growth limiter γ
 
 
 @dataclass
@@ -87,16 +87,17 @@ class RSNGD(Optimizer):
         update_gap: steps between renewals of the subspace; the history is carried into
             the new basis.
         projection: ``"random"`` (seeded orthonormal Gaussian factors; only the seed is
-            stored) or ``"svd"`` (leading singular vectors of the gradient; HOSVD for d > 2).
+            stored) or, as an ablation, ``"svd"`` (leading singular vectors of the gradient;
+            HOSVD for d > 2).
         fisher: ``"global"`` (one s × s system for every projected tensor) or ``"tensor"``.
         momentum: β of the momentum taken over the history window (no extra state).
-        normalize: ``"rms"`` (each tensor's preconditioned core scaled to unit RMS),
-            ``"global_rms"`` (one scale for all tensors of a system, keeping their
-            relative sizes) or ``"none"`` (raw F⁻¹m).
+        normalize: ``"rms"`` (each tensor's preconditioned core scaled to unit RMS); the
+            ablations ``"global_rms"`` (one scale for all tensors of a system, keeping their
+            relative sizes) and ``"none"`` (raw F⁻¹m) are in ``rsngd.ablations``.
         scale: multiplies the projected update (GaLore's α).
         residual: what to do with the part of the gradient outside the subspace:
-            ``"none"`` (drop), ``"fira"`` (scaled by ‖update‖/‖core‖ with Fira's
-            norm-growth limiter) or ``"sign"`` (signSGD, as FRUGAL).
+            ``"none"`` (drop); the ablations ``"fira"`` (scaled by ‖update‖/‖core‖ with Fira's
+            norm-growth limiter) and ``"sign"`` (signSGD, as FRUGAL) are in ``rsngd.ablations``.
         residual_scale: multiplies the residual update.
         weight_decay: decoupled weight decay (as AdamW), for every tensor of the group.
         betas: AdamW betas for the AdamW-updated tensors.
@@ -323,45 +324,31 @@ class RSNGD(Optimizer):
             hist = e.state["hist"]
             e.update = (c / c_scale).to(hist.dtype) @ hist  # F⁻¹ m = G c, shape (k,), up to c_scale
         eps = group["eps"]
-        if group["normalize"] == "none":
-            for e in entries:
-                e.update = e.update * c_scale.to(e.update.dtype)
-        elif group["normalize"] == "rms":
+        if group["normalize"] == "rms":
             for e in entries:
                 e.update = e.update / (e.update.pow(2).mean().sqrt() + eps)
-        elif group["normalize"] == "global_rms":
-            total = sum(e.update.pow(2).sum() for e in entries)
-            count = sum(e.update.numel() for e in entries)
-            rms = (total / count).sqrt()
-            for e in entries:
-                e.update = e.update / (rms + eps)
+        else:  # an ablation setting
+            updates = ablations.normalize([e.update for e in entries], group["normalize"], c_scale, eps)
+            for e, u in zip(entries, updates):
+                e.update = u
 
     def _apply(self, entries: list[_Entry]) -> None:
         for e in entries:
             group, p = e.group, e.p
             cshape = core_shape(p.shape, e.factors)
             update = project_back(e.update.view(cshape) * group["scale"], e.factors)
-            if group["residual"] != "none":
+            if group["residual"] != "none":  # an ablation setting
                 residual = e.grad - project_back(e.core.view(cshape), e.factors)
                 if group["residual"] == "sign":
-                    update = update + group["residual_scale"] * residual.sign()
+                    residual = ablations.sign_residual(residual)
                 else:
-                    update = update + group["residual_scale"] * self._fira_residual(e, residual)
+                    residual, e.state["residual_norm"] = ablations.fira_residual(
+                        residual, e.update, e.core, e.state["residual_norm"]
+                    )
+                update = update + group["residual_scale"] * residual
             if group["weight_decay"] != 0:
                 p.mul_(1 - group["lr"] * group["weight_decay"])
             p.add_(update.to(p.dtype), alpha=-group["lr"])
-
-    @staticmethod
-    def _fira_residual(e: _Entry, residual: Tensor) -> Tensor:
-        """Fira: scale the residual by ‖update‖/‖core‖, limiting its norm growth to γ per step."""
-        phi = e.update.norm() / e.core.norm().clamp_min(1e-30)
-        scaled = residual * phi
-        norm = scaled.norm()
-        prev = e.state["residual_norm"]
-        limit = torch.where(prev > 0, _FIRA_LIMIT * prev, norm)
-        factor = torch.where(norm > limit, limit / norm.clamp_min(1e-30), torch.ones_like(norm))
-        e.state["residual_norm"] = norm * factor
-        return scaled * factor
 
     # ----------------------------------------------------------------- AdamW
     def _adamw(self, p: Tensor, group: dict[str, Any]) -> None:
