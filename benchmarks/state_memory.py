@@ -44,24 +44,15 @@ def main() -> None:
     model = LlamaForCausalLM(cfg)
     x = torch.randint(0, 32000, (1, 16))
     model(input_ids=x, labels=x).loss.backward()
-    groups = rsngd.param_groups(model, rank=args.rank, history=args.history)
-    projected = groups[0]["params"]
-    ids = {id(p) for p in projected}
-    rest = [p for p in model.parameters() if id(p) not in ids]
-
+    projected, _, _ = rsngd.split_parameters(model.named_parameters())
+    named = list(model.named_parameters())
     optimizers: dict[str, torch.optim.Optimizer] = {
-        "adamw": torch.optim.AdamW(model.parameters(), lr=1e-3),
-        "rs-sngd": rsngd.RSNGD(groups, lr=1e-3),
+        "adamw": rsngd.create_optimizer(named, "adamw", lr=1e-3),
+        "rs-sngd": rsngd.create_optimizer(named, "rsngd", lr=1e-3, rank=args.rank, history=args.history),
     }
     try:
-        from galore_torch import GaLoreAdamW
-
-        optimizers["galore"] = GaLoreAdamW(
-            [
-                {"params": projected, "rank": args.rank, "update_proj_gap": 200, "scale": 0.25, "proj_type": "std"},
-                {"params": rest},
-            ],
-            lr=1e-3,
+        optimizers["galore"] = rsngd.create_optimizer(
+            named, "galore", lr=1e-3, rank=args.rank, update_proj_gap=200, scale=0.25
         )
     except ImportError:
         print("galore-torch not installed: GaLore left out")

@@ -181,6 +181,15 @@ def cmd_demo(args: argparse.Namespace) -> None:
     run_demo(cfg, args.out, progress=not args.no_progress)
 
 
+def cmd_results(args: argparse.Namespace) -> None:
+    import shlex
+
+    from .apps.report import write_markdown
+
+    argv = ["results", *map(str, args.results), *(f"--markdown={p}" for p in args.markdown)]
+    print(write_markdown(args.results, args.markdown, "docjepa " + " ".join(shlex.quote(a) for a in argv)))
+
+
 def build_parser() -> argparse.ArgumentParser:
     from .data.synth.layouts import LAYOUTS
 
@@ -329,6 +338,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     d.add_argument("--no-progress", action="store_true")
     d.set_defaults(func=cmd_demo)
+    res = sub.add_parser("results", help="demo results JSON → a markdown table (and into marked doc sections)")
+    res.add_argument("results", nargs="+", type=Path, help="results.json files of demo runs (labelled by file name)")
+    res.add_argument("--markdown", action="append", type=Path, default=[], help="fill this file's demo section")
+    res.set_defaults(func=cmd_results)
     return ap
 
 

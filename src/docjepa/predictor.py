@@ -23,7 +23,7 @@ from .data.prompt import PromptBuilder, QuestionPrompt, box_mask
 from .data.record import Page, Word, union_box
 
 SNAP_AGREEMENT = 0.3
-"""Default ``min_agreement`` of :func:`snap_to_words` (chosen on in-distribution questions, see the README)."""
+"""Default ``min_agreement`` of :func:`snap_to_words` (chosen on trained-kinds questions: docs/docjepa-results.md)."""
 
 
 FULL_PAGE = 0.9

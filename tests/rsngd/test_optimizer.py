@@ -405,20 +405,6 @@ def test_projected_state_is_a_small_fraction_of_adamw():
 
 
 # --------------------------------------------------------------------------------- groups
-def test_param_groups_split_a_llama():
-    model = tiny_llama()
-    groups = rsngd.param_groups(model, rank=32, weight_decay=0.1, history=6)
-    names = {id(p): n for n, p in model.named_parameters()}
-    proj, other, flat = groups
-    assert proj["rank"] == 32 and proj["history"] == 6 and proj["weight_decay"] == 0.1
-    assert all(("self_attn" in names[id(p)] or "mlp" in names[id(p)]) and p.dim() == 2 for p in proj["params"])
-    assert {names[id(p)] for p in other["params"]} == {"model.embed_tokens.weight", "lm_head.weight"}
-    assert other["rank"] is None and flat["rank"] is None and flat["weight_decay"] == 0.0
-    assert all(p.dim() == 1 for p in flat["params"])
-    total = sum(len(g["params"]) for g in groups)
-    assert total == len(list(model.parameters()))
-
-
 def test_optimizer_state_bytes_counts_objects_and_views_once():
     class Projector:
         def __init__(self):

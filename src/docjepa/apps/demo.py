@@ -23,7 +23,7 @@ log = logging.getLogger("docjepa.apps.demo")
 
 @dataclass
 class DemoConfig:
-    """Sizes of the demo (defaults: about 14 minutes on 2 CPU cores)."""
+    """Sizes of the demo (defaults: 13-21 minutes on 2 CPU cores, depending on the machine's load)."""
 
     train_pages: int = 400
     """Synthetic pages to train on."""

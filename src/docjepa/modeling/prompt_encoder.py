@@ -92,8 +92,9 @@ class QuestionEncoder(nn.Module):
             self.clip.eval()
         return self
 
-    def load_clip(self, path: str | Path) -> None:
-        """Replace the tower with a local pre-trained one (see :func:`load_tower`)."""
+    def load_pretrained_tower(self, path: str | Path) -> None:
+        """Replace the tower with a local pre-trained one (see :func:`load_tower`). The tower stays the submodule
+        ``clip`` whatever it is, so that saved weights keep their names."""
         loaded = load_tower(path)
         if loaded.config.hidden_size != self.clip.config.hidden_size:
             self.proj = nn.Linear(loaded.config.hidden_size, self.proj.out_features)

@@ -151,7 +151,7 @@ def build_segmentation_model(cfg: FinetuneConfig, tokenizer) -> DocJepaForSegmen
     elif cfg.model.text_encoder:
         model.backbone.text_encoder.load_bert(cfg.model.text_encoder)
     if cfg.model.question_tower:
-        model.question_encoder.load_clip(resolve_model_dir(cfg.model.question_tower))
+        model.question_encoder.load_pretrained_tower(resolve_model_dir(cfg.model.question_tower))
         model.config.question_tower = tower_spec(model.question_encoder.clip)
     return model
 

@@ -7,7 +7,7 @@ APOLLO use rank = hidden/4 there, lr 0.01 and a subspace update every 200 steps;
 APOLLO-Mini rank 1 with a tensor-wise scale of 128; Adam-mini lr 1e-3). AdamW uses 3e-3,
 the best of {1e-3 (its published LLaMA default), 3e-3, 6e-3} on the cpu preset (Shakespeare,
 seed 0). RS-SNGD uses lr 5e-3 on the projected matrices and 1e-2 on the AdamW part, the
-best of its own sweep on the same run (see the README).
+best of its own sweep on the same run (docs/benchmark.md, "Tuning").
 RS-SNGD projects both sides of each matrix, so its default rank is hidden/8 (64 at
 hidden 512), which keeps its state of the projected matrices under 5 % of AdamW's.
 """

@@ -180,7 +180,7 @@ def test_pretrained_text_encoder_as_a_frozen_question_tower(docs, tok, tmp_path)
     config = build_config("tiny", len(tok))
     config.freeze_question_tower = True
     seg = DocJepaForSegmentation(config)
-    seg.question_encoder.load_clip(tiny_bert_folder(tok, tmp_path / "bert", dropout=0.5))
+    seg.question_encoder.load_pretrained_tower(tiny_bert_folder(tok, tmp_path / "bert", dropout=0.5))
     seg.config.question_tower = tower_spec(seg.question_encoder.clip)
     enc = seg.question_encoder
     assert isinstance(enc.clip, BertModel) and enc.proj.in_features == 48
@@ -205,7 +205,7 @@ def test_pretrained_text_encoder_as_a_frozen_question_tower(docs, tok, tmp_path)
     with torch.no_grad():
         torch.testing.assert_close(again.question_encoder(**ids), seg.eval().question_encoder(**ids))
     with pytest.raises(FileNotFoundError, match="does not exist"):
-        enc.load_clip(tmp_path / "missing")
+        enc.load_pretrained_tower(tmp_path / "missing")
 
 
 def test_packaged_sentence_encoder_is_checked_against_the_published_hash(tmp_path, monkeypatch, gen):

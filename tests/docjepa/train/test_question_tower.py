@@ -49,7 +49,7 @@ def test_clip_tower_learns_region_text_pairs_and_loads_user_checkpoints(docs, to
         )
     )
     other.save_pretrained(tmp_path / "user_clip")
-    seg.question_encoder.load_clip(tmp_path / "user_clip")
+    seg.question_encoder.load_pretrained_tower(tmp_path / "user_clip")
     ids = tok(["Where is the total?"], return_tensors="pt")
     n = ids["input_ids"].shape[1]
     assert seg.question_encoder(ids["input_ids"], ids["attention_mask"]).shape == (1, 1 + n, 128)

@@ -1,0 +1,102 @@
+"""The one Trainer on a tiny task: a run, exact resume, refusal of an occupied folder, is_finished; configs
+written before keys were renamed or moved."""
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from docjepa.config import load_config
+from docjepa.train.finetune import FinetuneConfig
+from docjepa.train.optim import OptimConfig
+from docjepa.train.trainer import RunConfig, Task, Trainer
+
+
+class Regressor(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.mlp = nn.Linear(6, 3)  # "mlp": projected by RS-SNGD
+        self.bias = nn.Parameter(torch.zeros(3))
+
+    def forward(self, batch: dict) -> dict:
+        err = self.mlp(batch["x"]) + self.bias - batch["y"]
+        return {"loss": err.pow(2).mean(), "abs": err.abs().mean()}
+
+    def save_pretrained(self, path) -> None:
+        path.mkdir(parents=True, exist_ok=True)
+        save_file({k: v.contiguous() for k, v in self.state_dict().items()}, str(path / "model.safetensors"))
+
+
+class RegressionTask(Task):
+    name = "regress"
+
+    def __init__(self) -> None:
+        gen = torch.Generator().manual_seed(0)
+        self.items = [(torch.randn(6, generator=gen), torch.randn(3, generator=gen)) for _ in range(10)]
+        self.saved: list[str] = []
+
+    def build(self, out, checkpoint):
+        model = Regressor()
+        if checkpoint is not None:
+            model.load_state_dict(load_file(str(checkpoint / "model.safetensors")))
+        return model
+
+    def dataset(self):
+        from docjepa.train.data import EpochDataset
+
+        return EpochDataset(self.items, seed=3)
+
+    def collate(self, model):
+        def stack(items):
+            return {"x": torch.stack([x for _, (x, _) in items]), "y": torch.stack([y for _, (_, y) in items])}
+
+        return stack
+
+    def save_extra(self, model_dir) -> None:
+        (model_dir / "extra.txt").write_text("tokenizer stand-in")
+        self.saved.append(model_dir.parent.name)
+
+
+def trainer(out, resume=False) -> Trainer:
+    run = RunConfig(steps=6, batch_size=4, log_every=1, checkpoint_every=2, threads=1)
+    return Trainer(out, run, OptimConfig(name="rsngd", lr=0.05, rank=2, history=3), {"note": 1}, resume, False)
+
+
+def weights(out) -> dict:
+    step = sorted((out / "checkpoints").glob("step-*"))[-1]
+    return load_file(str(step / "model" / "model.safetensors"))
+
+
+def test_a_run_resumes_exactly_and_reports_when_it_is_finished(tmp_path):
+    task = RegressionTask()
+    last = trainer(tmp_path / "full").fit(task)
+    assert set(last) >= {"loss", "abs", "lr", "grad_norm", "step_s"} and last["loss"] < 10
+    assert Trainer.is_finished(tmp_path / "full", 6) and not Trainer.is_finished(tmp_path / "full", 7)
+    assert Trainer.checkpoint_step(tmp_path / "full") == 6 and Trainer.checkpoint_step(tmp_path / "none") is None
+    assert (tmp_path / "full" / "config.yaml").read_text().strip() == "note: 1"
+    assert task.saved == [".tmp-step-0000002", ".tmp-step-0000004", ".tmp-step-0000006"]  # written, then renamed
+    assert (tmp_path / "full" / "checkpoints" / "step-0000006" / "model" / "extra.txt").is_file()
+
+    trainer(tmp_path / "cut").fit(RegressionTask(), stop_after=3)  # as if killed after step 3's checkpoint
+    assert Trainer.checkpoint_step(tmp_path / "cut") == 3 and not Trainer.is_finished(tmp_path / "cut", 6)
+    with pytest.raises(FileExistsError, match="--resume"):
+        trainer(tmp_path / "cut").fit(RegressionTask())
+    trainer(tmp_path / "cut", resume=True).fit(RegressionTask())
+    full, cut = weights(tmp_path / "full"), weights(tmp_path / "cut")
+    assert all(torch.equal(full[k], cut[k]) for k in full)
+    with pytest.raises(FileNotFoundError, match="no checkpoint"):
+        trainer(tmp_path / "empty", resume=True).fit(RegressionTask())
+
+
+def test_configs_written_before_renames_still_load(tmp_path):
+    old = tmp_path / "old.yaml"
+    old.write_text("model:\n  clip: packaged\n  freeze_backbone: true\ndata:\n  jitter: 0.25\n")
+    with pytest.warns(FutureWarning, match="question_tower"):
+        cfg = load_config(FinetuneConfig, old)
+    assert cfg.model.question_tower == "packaged"
+    assert cfg.ablation.freeze_backbone and cfg.ablation.jitter == 0.25
+    old.write_text("model:\n  question_dropout: 0.25\n")
+    with pytest.raises(ValueError, match="question_dropout was removed"):
+        load_config(FinetuneConfig, old)
+    with pytest.raises(ValueError, match=r"optim\.name: expected one of 'rsngd', 'adamw'"):
+        load_config(FinetuneConfig, None, ["--optim.name=sgd"])

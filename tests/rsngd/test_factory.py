@@ -1,0 +1,113 @@
+"""One parameter-group rule, one optimizer factory, one schedule."""
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+import rsngd
+from rsngd import RSNGD
+from tests.rsngd.test_optimizer import tiny_llama
+
+
+class Block(nn.Module):
+    """Names as in common implementations: attention and MLP matrices, norms, an embedding and a head."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(50, 16)
+        self.attn = nn.Linear(16, 16)
+        self.mlp = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 16))
+        self.norm = nn.LayerNorm(16)
+        self.head = nn.Linear(16, 50, bias=False)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        x = self.embed(ids)
+        x = x + self.mlp(self.norm(x + self.attn(x)))
+        return self.head(x)
+
+
+def train(opt: torch.optim.Optimizer, model: nn.Module, steps: int = 5) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(7)
+    for _ in range(steps):
+        ids = torch.randint(0, 50, (4, 9), generator=gen)
+        loss = nn.functional.cross_entropy(model(ids).flatten(0, 1), ids.flatten())
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    return torch.cat([p.detach().flatten() for p in model.parameters()])
+
+
+def test_split_projects_attention_and_mlp_matrices_only():
+    model = Block()
+    model.mlp[2].weight.requires_grad_(False)  # frozen parameters are left out
+    proj, other, flat = rsngd.split_parameters(model.named_parameters())
+    names = {id(p): n for n, p in model.named_parameters()}
+    assert [names[id(p)] for p in proj] == ["attn.weight", "mlp.0.weight"]
+    assert [names[id(p)] for p in other] == ["embed.weight", "head.weight"]
+    assert all(p.dim() == 1 for p in flat) and len(flat) == 5  # biases and the norm
+    with pytest.raises(ValueError, match="targets"):
+        rsngd.split_parameters(model.named_parameters(), targets=())
+
+
+def test_rsngd_from_the_factory_equals_hand_made_groups():
+    torch.manual_seed(0)
+    a, b = Block(), Block()
+    b.load_state_dict(a.state_dict())
+    made = rsngd.create_optimizer(a.named_parameters(), "rsngd", lr=0.01, adamw_lr=0.02, rank=4, history=3, seed=5)
+    groups = rsngd.param_groups(b, rank=4, history=3)
+    for g in groups[1:]:
+        g["lr"] = 0.02
+    hand = RSNGD(groups, lr=0.01, seed=5)
+    assert torch.equal(train(made, a), train(hand, b))
+    assert [g["rank"] for g in made.param_groups] == [4, None, None]
+    assert [g["lr"] for g in made.param_groups] == [0.01, 0.02, 0.02]
+
+
+def test_adamw_from_the_factory_equals_torch_adamw():
+    torch.manual_seed(0)
+    a, b = Block(), Block()
+    b.load_state_dict(a.state_dict())
+    made = rsngd.create_optimizer(a.named_parameters(), "adamw", lr=0.01)
+    assert torch.equal(train(made, a), train(torch.optim.AdamW(b.parameters(), lr=0.01, weight_decay=0.0), b))
+    decayed = rsngd.create_optimizer(a.named_parameters(), "adamw", lr=0.01, weight_decay=0.1, adamw_lr=0.003)
+    assert [(g["lr"], g["weight_decay"]) for g in decayed.param_groups] == [(0.01, 0.1), (0.003, 0.1), (0.003, 0.0)]
+
+
+def test_unknown_optimizer_is_refused():
+    with pytest.raises(ValueError, match="unknown optimizer 'sgdx'"):
+        rsngd.create_optimizer(Block().named_parameters(), "sgdx")
+
+
+def test_schedule_warms_up_then_follows_a_cosine_to_the_floor():
+    steps, warm = 100, 10
+    f = [rsngd.lr_factor(s, steps, warmup=0.1, min_ratio=0.1) for s in range(steps)]
+    assert f[:warm] == pytest.approx([(s + 1) / warm for s in range(warm)])
+    for s in range(warm, steps):
+        t = (s - warm) / (steps - warm)
+        assert f[s] == pytest.approx(0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * t)))
+    assert rsngd.lr_factor(steps + 5, steps) == pytest.approx(0.1)  # past the end: the floor
+    p = nn.Parameter(torch.randn(3))
+    opt = torch.optim.SGD([{"params": [p], "lr": 0.5}], lr=0.5)
+    sched = rsngd.warmup_cosine(opt, steps)
+    lrs = []
+    for _ in range(steps):
+        lrs.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    assert lrs == pytest.approx([0.5 * x for x in f])
+
+
+def test_param_groups_split_a_llama():
+    model = tiny_llama()
+    groups = rsngd.param_groups(model, rank=32, weight_decay=0.1, history=6)
+    names = {id(p): n for n, p in model.named_parameters()}
+    proj, other, flat = groups
+    assert proj["rank"] == 32 and proj["history"] == 6 and proj["weight_decay"] == 0.1
+    assert all(("self_attn" in names[id(p)] or "mlp" in names[id(p)]) and p.dim() == 2 for p in proj["params"])
+    assert {names[id(p)] for p in other["params"]} == {"model.embed_tokens.weight", "lm_head.weight"}
+    assert other["rank"] is None and flat["rank"] is None and flat["weight_decay"] == 0.0
+    assert all(p.dim() == 1 for p in flat["params"])
+    total = sum(len(g["params"]) for g in groups)
+    assert total == len(list(model.parameters()))
