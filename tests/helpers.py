@@ -33,3 +33,18 @@ def seg_batch(docs, tok, pairs):
     ds = DocumentDataset(docs / "d")
     collate = SegmentCollator(tok, tok, CollateConfig(image_size=256, mask_size=128, max_tokens=128), seed=0)
     return collate([(i, (ds[p], q)) for i, (p, q) in enumerate(pairs)])
+
+
+def cli_error(argv: list[str], capsys) -> str:
+    """Run ``docjepa ARGV``, expect the one-line error of a user mistake (exit status 2, no traceback); its text."""
+    import pytest
+
+    from docjepa.cli import main
+
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"docjepa {argv[0]}: ") and "Traceback" not in err
+    return err

@@ -8,6 +8,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from .errors import UsageError, run_command
+
 # Commands taking --key.sub=value config overrides.
 OVERRIDABLE = ("pretrain", "pretrain-clip", "finetune", "text-encoder")
 
@@ -38,7 +40,7 @@ def dataset_info(root: Path) -> dict:
 
     shards = shard_paths(root)
     if not shards:
-        raise SystemExit(f"no shard-*.parquet files in {root}")
+        raise UsageError(f"no shard-*.parquet files in {root}")
     docs, layouts, qtypes, sizes, sources = set(), Counter(), Counter(), Counter(), Counter()
     pages = words = questions = answers = 0
     for row in iter_pages(root, columns=["doc_id", "width", "height", "words", "questions", "layout", "source"]):
@@ -351,10 +353,7 @@ def main(argv: list[str] | None = None) -> None:
     if extra and args.command not in OVERRIDABLE:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     args.overrides = extra
-    try:
-        args.func(args)
-    except (FileNotFoundError, FileExistsError, ValueError, KeyError, TypeError) as err:
-        raise SystemExit(f"docjepa {args.command}: {err}") from err
+    run_command(f"docjepa {args.command}", lambda: args.func(args))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """Typed run configuration: nested dataclasses loaded from YAML, with ``--key.sub=value`` overrides.
 
-Every field has a type and a docstring where it is declared; unknown keys and values of the wrong type are
-errors that name the key, so a typo never silently falls back to a default.
+Every field has a type and a docstring where it is declared; unknown keys, values of the wrong type, values out
+of range (checked in the classes' ``__post_init__``) and YAML syntax errors raise :class:`ConfigError` naming the
+key or the line, so a typo never silently falls back to a default.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from typing import Any, TypeVar
 
 import yaml
 
+from .errors import ConfigError
+
 T = TypeVar("T")
 
 
@@ -23,7 +26,7 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
     if origin is typing.Literal:
         choices = typing.get_args(tp)
         if value not in choices:
-            raise ValueError(f"{key}: expected one of {', '.join(map(repr, choices))}, got {value!r}")
+            raise ConfigError(f"{key}: expected one of {', '.join(map(repr, choices))}, got {value!r}")
         return value
     if origin in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(tp) if a is not type(None)]
@@ -32,17 +35,17 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         return _coerce(value, args[0], key)
     if dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
-            raise TypeError(f"{key}: expected a mapping, got {value!r}")
+            raise ConfigError(f"{key}: expected a mapping, got {value!r}")
         return from_dict(tp, value, prefix=f"{key}.")
     if origin in (list, tuple):
         if isinstance(value, str):
             value = [value]
         if not isinstance(value, (list, tuple)):
-            raise TypeError(f"{key}: expected a list, got {value!r}")
+            raise ConfigError(f"{key}: expected a list, got {value!r}")
         args = typing.get_args(tp)
         if origin is tuple and args and args[-1] is not Ellipsis:
             if len(value) != len(args):
-                raise TypeError(f"{key}: expected {len(args)} values, got {len(value)}")
+                raise ConfigError(f"{key}: expected {len(args)} values, got {len(value)}")
             return tuple(_coerce(v, a, key) for v, a in zip(value, args))
         inner = args[0] if args else Any
         items = [_coerce(v, inner, key) for v in value]
@@ -52,14 +55,14 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
     if tp is bool:
         if isinstance(value, bool):
             return value
-        raise TypeError(f"{key}: expected true/false, got {value!r}")
+        raise ConfigError(f"{key}: expected true/false, got {value!r}")
     if tp is float and isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
     if tp is int and isinstance(value, int) and not isinstance(value, bool):
         return value
     if tp is str and isinstance(value, (str, int, float)) and not isinstance(value, bool):
         return str(value)
-    raise TypeError(f"{key}: expected {getattr(tp, '__name__', tp)}, got {value!r}")
+    raise ConfigError(f"{key}: expected {getattr(tp, '__name__', tp)}, got {value!r}")
 
 
 def from_dict(cls: type[T], data: dict, prefix: str = "") -> T:
@@ -71,12 +74,15 @@ def from_dict(cls: type[T], data: dict, prefix: str = "") -> T:
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - names)
     if unknown:
-        raise KeyError(
+        raise ConfigError(
             f"unknown config key(s) {', '.join(prefix + u for u in unknown)}; "
             f"known: {', '.join(prefix + n for n in sorted(names))}"
         )
     kwargs = {k: _coerce(v, hints[k], prefix + k) for k, v in data.items()}
-    return cls(**kwargs)
+    try:
+        return cls(**kwargs)
+    except ConfigError as err:  # a range check in the class's __post_init__: name the key in full
+        raise ConfigError(f"{prefix}{err}") from None
 
 
 def parse_overrides(args: list[str]) -> dict:
@@ -84,7 +90,7 @@ def parse_overrides(args: list[str]) -> dict:
     out: dict = {}
     for arg in args:
         if not arg.startswith("--") or "=" not in arg:
-            raise ValueError(f"override {arg!r} must look like --key.sub=value")
+            raise ConfigError(f"override {arg!r} must look like --key.sub=value")
         key, raw = arg[2:].split("=", 1)
         node = out
         parts = key.split(".")
@@ -109,9 +115,15 @@ def load_config(cls: type[T], path: str | Path | None, overrides: list[str] = ()
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"config file {path} not found")
-        data = yaml.safe_load(path.read_text()) or {}
+        try:
+            data = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as err:
+            where = getattr(err, "problem_mark", None)
+            line = f" (line {where.line + 1}, column {where.column + 1})" if where is not None else ""
+            problem = getattr(err, "problem", None) or type(err).__name__
+            raise ConfigError(f"{path}{line}: not valid YAML: {problem}") from None
         if not isinstance(data, dict):
-            raise TypeError(f"{path}: the top level must be a mapping")
+            raise ConfigError(f"{path}: the top level must be a mapping")
     return from_dict(cls, merge(data, parse_overrides(list(overrides))))
 
 

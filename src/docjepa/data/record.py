@@ -60,10 +60,14 @@ class Page:
     source: str
     layout: str = ""
     questions: list[Question] = field(default_factory=list)
+    _rgb: Image.Image | None = field(default=None, init=False, repr=False, compare=False)
 
     def pil(self) -> Image.Image:
-        """The page image as RGB."""
-        return Image.open(io.BytesIO(self.image)).convert("RGB")
+        """The page image as RGB, decoded once and cached (treat it as read-only)."""
+        if self._rgb is None:
+            with Image.open(io.BytesIO(self.image)) as img:
+                self._rgb = img.convert("RGB")
+        return self._rgb
 
     def answer_mask(self, question: int, size: tuple[int, int] | None = None, answer: int | None = None) -> np.ndarray:
         """Boolean mask (H, W) of one answer of a question, or of the union of all its answers.

@@ -3,12 +3,19 @@
 A dataset is a folder of ``shard-NNNNN.parquet`` files, one row per page (schema below; images
 as PNG bytes). Shards are written whole to a temporary name and renamed, so a crash never leaves
 a half-written shard; rows are grouped in small row groups so random access reads little.
+
+Reading never stops at a bad record: a shard whose footer cannot be read (truncated) is logged by name and left
+out; a row group that cannot be read (a zeroed block) or a page whose image does not decode raises
+:class:`RecordError` naming the shard and row, which readers log, count and skip. Page indices stay those of
+the shards' metadata whatever is skipped, so (page, question) pairs found by one reader index the same pages in
+another.
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterator
+import logging
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pyarrow as pa
@@ -17,6 +24,7 @@ import torch
 
 from .record import Page
 
+log = logging.getLogger("docjepa.data")
 _ANSWER = pa.struct(
     [("regions", pa.list_(pa.list_(pa.float32()))), ("text", pa.string()), ("word_ids", pa.list_(pa.int32()))]
 )
@@ -40,12 +48,55 @@ SCHEMA = pa.schema(
 ROW_GROUP = 16
 
 
+class RecordError(Exception):
+    """A page (or a row group, or a whole shard) that cannot be read or decoded, with where it is."""
+
+    def __init__(self, shard: Path | str, row: int | None, reason: str) -> None:
+        self.shard, self.row, self.reason = str(shard), row, reason
+        where = self.shard if row is None else f"{self.shard} row {row}"
+        super().__init__(f"{where}: {reason}")
+
+
+def _reason(err: BaseException) -> str:
+    return f"{type(err).__name__}: {err}".strip()
+
+
 def shard_paths(root: Path | str) -> list[Path]:
     """The shard files of a dataset folder, in order."""
     root = Path(root)
     if not root.is_dir():
         raise FileNotFoundError(f"no dataset folder at {root}")
     return sorted(root.glob("shard-*.parquet"))
+
+
+def readable_shards(roots: Path | str | Sequence[Path | str]) -> list[tuple[Path, list[int]]]:
+    """(shard, rows of each row group) for every shard of ``roots`` whose footer reads; the others are logged
+    by name and left out (a truncated shard is unusable as a whole)."""
+    roots = [roots] if isinstance(roots, (str, Path)) else list(roots)
+    out = []
+    for root in roots:
+        for path in shard_paths(root):
+            try:
+                meta = pq.ParquetFile(path).metadata
+            except Exception as err:  # truncated or not Parquet at all
+                log.warning("skipping unreadable shard %s (%s)", path, _reason(err))
+                continue
+            out.append((path, [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]))
+    return out
+
+
+def decode_page(row: dict, shard: Path | str, index: int) -> Page:
+    """A Parquet row → :class:`Page` with its image decoded (and cached); :class:`RecordError` if it will not."""
+    try:
+        page = Page.from_row(row)
+        page.pil()
+    except Exception as err:
+        raise RecordError(shard, index, _reason(err)) from err
+    return page
+
+
+def _log_skip(err: RecordError) -> None:
+    log.warning("skipping unreadable record %s", err)
 
 
 class ShardWriter:
@@ -89,33 +140,71 @@ class ShardWriter:
         self.close()
 
 
-def iter_pages(root: Path | str, columns: list[str] | None = None) -> Iterator[Page | dict]:
-    """Stream every page of a dataset in order (as ``Page``, or as dicts of ``columns`` if given)."""
-    for path in shard_paths(root):
+def iter_rows(
+    roots: Path | str | Sequence[Path | str],
+    columns: list[str] | None = None,
+    on_skip: Callable[[RecordError], None] = _log_skip,
+) -> Iterator[tuple[int, Path, int, dict]]:
+    """(page index, shard, row in the shard, row dict of ``columns``) for every readable row of ``roots``.
+
+    Page indices are those of :class:`DocumentDataset` over the same roots: a row group that cannot be read is
+    passed to ``on_skip`` (logged by default) and its indices left unused.
+    """
+    index = 0
+    for path, groups in readable_shards(roots):
         pf = pq.ParquetFile(path)
-        for i in range(pf.num_row_groups):
-            for row in pf.read_row_group(i, columns=columns).to_pylist():
-                yield row if columns else Page.from_row(row)
+        row = 0
+        for g, n in enumerate(groups):
+            try:
+                rows = pf.read_row_group(g, columns=columns).to_pylist()
+            except Exception as err:
+                on_skip(RecordError(path, row, f"row group {g} ({n} rows) unreadable: {_reason(err)}"))
+                rows = []
+            for k, r in enumerate(rows):
+                yield index + k, path, row + k, r
+            index += n
+            row += n
+
+
+def iter_pages(
+    root: Path | str | Sequence[Path | str],
+    columns: list[str] | None = None,
+    on_skip: Callable[[RecordError], None] = _log_skip,
+) -> Iterator[Page | dict]:
+    """Stream every readable page of a dataset in order (as decoded ``Page``, or as dicts of ``columns`` if
+    given); unreadable rows go to ``on_skip`` (logged by default)."""
+    for _, path, row, r in iter_rows(root, columns, on_skip):
+        if columns:
+            yield r
+            continue
+        try:
+            yield decode_page(r, path, row)
+        except RecordError as err:
+            on_skip(err)
 
 
 class DocumentDataset(torch.utils.data.Dataset):
-    """Random access to the pages of one or more dataset folders; item ``i`` is a :class:`Page`."""
+    """Random access to the pages of one or more dataset folders; item ``i`` is a :class:`Page` whose image is
+    decoded. A page that cannot be read raises :class:`RecordError` (naming shard and row); unreadable shards
+    are left out when the dataset is opened."""
 
     def __init__(self, roots: Path | str | list[Path | str]) -> None:
         roots = roots if isinstance(roots, list) else [roots]
-        self.files = [p for r in roots for p in shard_paths(r)]
-        if not self.files:
-            raise FileNotFoundError(f"no shard-*.parquet files in {', '.join(map(str, roots))}")
-        # (file index, row group) for each row group, and the first global row of each.
-        self.groups: list[tuple[int, int]] = []
+        shards = readable_shards(roots)
+        if not shards:
+            raise FileNotFoundError(f"no readable shard-*.parquet files in {', '.join(map(str, roots))}")
+        self.files = [path for path, _ in shards]
+        # (file index, row group, first row of the group in its file) for each row group, and its first page.
+        self.groups: list[tuple[int, int, int]] = []
         self.starts: list[int] = []
         total = 0
-        for fi, path in enumerate(self.files):
-            meta = pq.ParquetFile(path).metadata
-            for g in range(meta.num_row_groups):
-                self.groups.append((fi, g))
+        for fi, (_, groups) in enumerate(shards):
+            row = 0
+            for g, n in enumerate(groups):
+                self.groups.append((fi, g, row))
                 self.starts.append(total)
-                total += meta.row_group(g).num_rows
+                total += n
+                row += n
         self.total = total
         self._cache: tuple[int, list[dict]] | None = None
 
@@ -127,7 +216,12 @@ class DocumentDataset(torch.utils.data.Dataset):
             raise IndexError(f"page {index} of a dataset of {self.total}")
         index %= self.total
         g = bisect.bisect_right(self.starts, index) - 1
+        fi, rg, first = self.groups[g]
+        row = first + index - self.starts[g]
         if self._cache is None or self._cache[0] != g:
-            fi, rg = self.groups[g]
-            self._cache = (g, pq.ParquetFile(self.files[fi]).read_row_group(rg).to_pylist())
-        return Page.from_row(self._cache[1][index - self.starts[g]])
+            try:
+                rows = pq.ParquetFile(self.files[fi]).read_row_group(rg).to_pylist()
+            except Exception as err:
+                raise RecordError(self.files[fi], row, f"row group {rg} unreadable: {_reason(err)}") from err
+            self._cache = (g, rows)
+        return decode_page(self._cache[1][index - self.starts[g]], self.files[fi], row)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .record import Page, Question
-from .shards import iter_pages
+from .shards import iter_rows
 
 
 @dataclass
@@ -43,14 +43,11 @@ def question_pairs(roots: Sequence[str | Path], cfg: SplitConfig, part: str) -> 
     if part not in ("train", "heldout", "all"):
         raise ValueError(f"split part must be train, heldout or all, not {part!r}")
     out = []
-    i = 0
-    for root in roots:
-        for row in iter_pages(Path(root), columns=["layout", "questions"]):
-            for j, q in enumerate(row["questions"]):
-                if not q["answers"]:
-                    continue
-                h = (row["layout"] or "") in cfg.layouts or template_held_out(q.get("template") or "", cfg)
-                if part == "all" or (part == "heldout") == h:
-                    out.append((i, j))
-            i += 1
+    for i, _, _, row in iter_rows([Path(r) for r in roots], columns=["layout", "questions"]):
+        for j, q in enumerate(row["questions"]):
+            if not q["answers"]:
+                continue
+            h = (row["layout"] or "") in cfg.layouts or template_held_out(q.get("template") or "", cfg)
+            if part == "all" or (part == "heldout") == h:
+                out.append((i, j))
     return out

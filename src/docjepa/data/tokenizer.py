@@ -3,10 +3,12 @@
 Built with the ``tokenizers`` library and saved through ``PreTrainedTokenizerFast.save_pretrained``, so
 ``PreTrainedTokenizerFast.from_pretrained(dir)`` (and ``AutoTokenizer``) load it offline.
 
-Training is not deterministic: ``tokenizers``' WordPiece trainer numbers its ``##`` pieces in hash-map order,
-and those ids break ties between equally frequent merges (huggingface/tokenizers#1794), so two trainings on the
-same text can give different vocabularies. Every run saves the tokenizer it used; pass that folder to repeat
-a run exactly.
+Training is deterministic: the same text gives the same vocabulary and ids in every process. ``tokenizers``'
+own WordPiece trainer is not (it numbers its ``##`` pieces in hash-map order and those ids break ties between
+equally frequent merges), so the vocabulary is learnt here by its BPE trainer, which breaks ties by the ids of an
+alphabet sorted by code point, on words whose continuation characters are first moved to a private plane
+(``h e l l o`` → ``h`` + four marked characters): merged pieces that start with a marked character are the
+``##`` pieces of WordPiece, the others begin a word. Mapping the marks back gives the WordPiece vocabulary.
 """
 
 from __future__ import annotations
@@ -34,21 +36,74 @@ def train_tokenizer(roots: Sequence[Path], out: Path, vocab_size: int = 8000, lo
     return train_tokenizer_on_texts(texts, out, vocab_size=vocab_size, lowercase=lowercase)
 
 
+# Continuation characters are marked by moving them to the supplementary private-use planes (15 and 16).
+_PLANE_BMP, _PLANE_1 = 0xF0000, 0x100000
+
+
+def _mark(ch: str) -> str | None:
+    c = ord(ch)
+    if c < 0x10000:
+        return chr(_PLANE_BMP + c)
+    if c < 0x20000:
+        return chr(_PLANE_1 + c - 0x10000)
+    return None
+
+
+def _unmark(piece: str) -> str:
+    out = []
+    for ch in piece:
+        c = ord(ch)
+        out.append(
+            chr(c - _PLANE_BMP) if _PLANE_BMP <= c < _PLANE_1 else chr(c - _PLANE_1 + 0x10000) if c >= _PLANE_1 else ch
+        )
+    return "".join(out)
+
+
+def _marked_words(text: str, normalizer, pre_tokenizer) -> str:
+    """The pre-tokenised words of ``text`` with every character after the first marked, space-separated.
+    Words with characters beyond plane 1 or already in the private planes are left out of training."""
+    words = []
+    for word, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(text)):
+        rest = [_mark(ch) for ch in word[1:]]
+        if ord(word[0]) < _PLANE_BMP and None not in rest and all(ord(ch) < _PLANE_BMP for ch in word):
+            words.append(word[0] + "".join(rest))
+    return " ".join(words)
+
+
+def wordpiece_vocab(texts: Iterable[str], vocab_size: int, normalizer, pre_tokenizer, min_frequency: int = 2) -> dict:
+    """A WordPiece vocabulary (token → id, special tokens first) learnt deterministically from ``texts``."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    trainer = trainers.BpeTrainer(
+        vocab_size=max(1, vocab_size - len(SPECIAL)), min_frequency=min_frequency, show_progress=False
+    )
+    bpe.train_from_iterator((_marked_words(t, normalizer, pre_tokenizer) for t in texts), trainer=trainer)
+    vocab = {t: i for i, t in enumerate(SPECIAL)}
+    for piece, _ in sorted(bpe.get_vocab().items(), key=lambda kv: kv[1]):
+        first = ord(piece[0])
+        token = "##" + _unmark(piece) if first >= _PLANE_BMP else _unmark(piece)
+        vocab.setdefault(token, len(vocab))
+    return vocab
+
+
 def train_tokenizer_on_texts(texts: Iterable[str], out: Path, vocab_size: int = 8000, lowercase: bool = False):
     """Train a BERT-style WordPiece tokenizer on ``texts``; save it to ``out`` and return it."""
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
 
-    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    tok.normalizer = normalizers.BertNormalizer(lowercase=lowercase, strip_accents=False, clean_text=True)
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tok.decoder = decoders.WordPiece()
-    trainer = trainers.WordPieceTrainer(
-        vocab_size=vocab_size, special_tokens=SPECIAL, min_frequency=2, show_progress=False
-    )
-    tok.train_from_iterator(texts, trainer=trainer)
-    if tok.get_vocab_size() <= len(SPECIAL):
+    if vocab_size <= len(SPECIAL):
+        raise ValueError(f"vocab_size must be more than the {len(SPECIAL)} special tokens, got {vocab_size}")
+    normalizer = normalizers.BertNormalizer(lowercase=lowercase, strip_accents=False, clean_text=True)
+    pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    vocab = wordpiece_vocab(texts, vocab_size, normalizer, pre_tokenizer)
+    if len(vocab) <= len(SPECIAL):
         raise ValueError("no text to train the tokenizer on")
+    tok = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
+    tok.normalizer = normalizer
+    tok.pre_tokenizer = pre_tokenizer
+    tok.decoder = decoders.WordPiece()
     cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     tok.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]

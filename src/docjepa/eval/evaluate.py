@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from pathlib import Path
 
@@ -11,9 +12,11 @@ from tqdm.auto import tqdm
 from ..data.matcher import baseline_box
 from ..data.prompt import box_mask
 from ..data.record import Page, rasterize
-from ..data.shards import DocumentDataset
+from ..data.shards import DocumentDataset, RecordError
 from ..data.split import SplitConfig, question_pairs
 from .scores import Scores, best_answer
+
+log = logging.getLogger("docjepa.eval")
 
 
 def answer_masks(page: Page, question: int, scale: float, size: int) -> list[np.ndarray]:
@@ -54,8 +57,15 @@ def evaluate(
     model, base = Scores(), Scores()
     examples = []
     bar = tqdm(total=len(pairs), desc=f"evaluate ({part})", disable=not progress, dynamic_ncols=True)
+    skipped: list[str] = []
     for p, questions in by_page.items():
-        page = pages[p]
+        try:
+            page = pages[p]
+        except RecordError as err:  # logged, counted in the result, and its questions left out
+            log.warning("skipping unreadable record %s", err)
+            skipped.append(str(err))
+            bar.update(len(questions))
+            continue
         predictor.set_page(page)
         for q in questions:
             question = page.questions[q]
@@ -81,10 +91,13 @@ def evaluate(
                 )
             bar.update(1)
     bar.close()
+    if len(model.rows) == 0:
+        raise ValueError(f"no {part} question could be scored: every page was unreadable ({skipped[0]})")
     result = {
         "split": part,
-        "questions": len(pairs),
-        "pages": len(by_page),
+        "questions": len(model.rows),
+        "pages": len(by_page) - len(skipped),
+        "skipped_pages": len(skipped),
         "model": model.summary(),
         "baseline": base.summary(),
     }

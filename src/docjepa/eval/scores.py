@@ -34,12 +34,13 @@ class Scores:
 
     @staticmethod
     def _summary(rows: list[tuple[str, int, int]]) -> dict:
+        """n, gIoU and cIoU of ``rows``; a score with nothing to average is None (JSON null), never NaN."""
         ious = [i / u if u else 1.0 for _, i, u in rows]
         inter, union = sum(r[1] for r in rows), sum(r[2] for r in rows)
         return {
             "n": len(rows),
-            "gIoU": float(np.mean(ious)) if ious else float("nan"),
-            "cIoU": inter / union if union else float("nan"),
+            "gIoU": float(np.mean(ious)) if ious else None,
+            "cIoU": inter / union if union else None,
         }
 
     def summary(self) -> dict:
@@ -48,7 +49,7 @@ class Scores:
             by_type[r[0]].append(r)
         per_type = {t: self._summary(rs) for t, rs in sorted(by_type.items())}
         out = self._summary(self.rows)
-        out["mIoU"] = float(np.mean([s["gIoU"] for s in per_type.values()])) if per_type else float("nan")
+        out["mIoU"] = float(np.mean([s["gIoU"] for s in per_type.values()])) if per_type else None
         out["per_type"] = per_type
         by_template: dict[str, list] = defaultdict(list)
         for t, r in zip(self.templates, self.rows):

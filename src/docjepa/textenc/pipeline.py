@@ -234,9 +234,22 @@ class _Chain:
             log.info("stage %s: already finished in %s (delete that folder to run it again)", name, run_dir)
             return stage_output(self.out, name)
         resume = self.resume and Trainer.checkpoint_step(run_dir) is not None
-        trainer = Trainer(run_dir, steps_cfg, optim, self.cfg, resume=resume, progress=self.progress)
+        trainer = Trainer(
+            run_dir, steps_cfg, optim, self.cfg, resume=resume, progress=self.progress, resume_ignores=_later(name)
+        )
         trainer.fit(_Stage(name, build, items, collate, steps_cfg.seed, save_extra))
         return stage_output(self.out, name)
+
+
+# Config sections in the order the stages first read them; a stage's resume ignores changes to later ones.
+_SECTIONS = ("teacher", "mntp", "simcse", "student", "distill", "mlm")
+_LAST_READ = {"teacher": "teacher", "mntp": "mntp", "simcse": "simcse", "distill": "distill"}
+
+
+def _later(stage: str) -> tuple[str, ...]:
+    """Config keys a stage does not depend on: the evaluation's, and the sections of the stages after it."""
+    last = _SECTIONS.index(_LAST_READ.get(stage, "mlm"))
+    return ("stages", "eval", "split", *_SECTIONS[last + 1 :])
 
 
 class _Stage(Task):

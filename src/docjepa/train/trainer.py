@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,9 +30,10 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from ..config import to_dict
+from ..errors import ConfigError, UsageError, positive
 from .checkpoint import latest_checkpoint, load_state, save_checkpoint, set_rng_state
 from .data import EpochDataset, make_loader
-from .metrics_log import MetricsLogger, peak_memory_mb
+from .metrics_log import MetricsLogger, peak_memory_mb, read_metrics
 from .optim import OptimConfig, build_optimizer, build_schedule
 
 log = logging.getLogger("docjepa.train")
@@ -64,6 +67,25 @@ class RunConfig:
     """Target-encoder EMA momentum at step 0, rising linearly to ``ema_end`` (pre-training only)."""
     ema_end: float = 1.0
     """EMA momentum at the last step (pre-training only)."""
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "batch_size", "accumulation", "log_every", "checkpoint_every", "keep_checkpoints"):
+            positive(name, getattr(self, name))
+        positive("threads", self.threads, 0)
+        if self.device not in ("auto", "cpu", "cuda") and not self.device.startswith("cuda:"):
+            raise ConfigError(f"device must be auto, cpu, cuda or cuda:N, got {self.device!r}")
+
+
+RESUME_SAFE = (
+    "run.steps",
+    "run.log_every",
+    "run.checkpoint_every",
+    "run.keep_checkpoints",
+    "run.device",
+    "run.threads",
+)
+"""Settings a resumed run may change (its length, how often it logs and saves, where it runs); a change to any
+other setting is refused, since the restored model and optimizer were made with the old one."""
 
 
 class Task:
@@ -111,9 +133,89 @@ class Task:
 def pick_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("run.device=cuda but no CUDA device is available")
+    if name.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise UsageError(f"run.device={name} but no CUDA device is available (use run.device=cpu or auto)")
+        index = int(name.partition(":")[2] or 0)
+        if index >= torch.cuda.device_count():
+            raise UsageError(f"run.device={name} but only {torch.cuda.device_count()} CUDA device(s) are visible")
     return torch.device(name)
+
+
+def set_threads(threads: int) -> int:
+    """Give torch ``threads`` CPU threads (0: its default), never more than ``OMP_THREAD_LIMIT`` allows.
+
+    Asking OpenMP for more threads than the limit lets oneDNN's convolution backward wait for threads that are
+    never granted (a hang, not an error), so torch's count is capped at the limit. Returns the count in use.
+    """
+    limit = os.environ.get("OMP_THREAD_LIMIT", "")
+    cap = int(limit) if limit.strip().isdigit() and int(limit) > 0 else None
+    wanted = threads or torch.get_num_threads()
+    if cap is not None and wanted > cap:
+        if threads:
+            log.warning("run.threads=%d but OMP_THREAD_LIMIT=%d: using %d threads", threads, cap, cap)
+        wanted = cap
+    if wanted != torch.get_num_threads():
+        torch.set_num_threads(wanted)
+    return wanted
+
+
+def flatten(data: Any, prefix: str = "") -> dict[str, Any]:
+    """A nested mapping as {dotted key: leaf value}."""
+    if isinstance(data, dict):
+        out: dict[str, Any] = {}
+        for k, v in data.items():
+            out.update(flatten(v, f"{prefix}{k}."))
+        return out
+    return {prefix[:-1]: data}
+
+
+def config_changes(old: dict, new: dict, ignore: Sequence[str] = ()) -> list[str]:
+    """Lines ``key: old → new`` for every setting that differs, except :data:`RESUME_SAFE` ones (matched at the
+    end of the key, so ``teacher.run.steps`` is safe too) and keys under an ``ignore`` prefix."""
+    a, b = flatten(old), flatten(new)
+    lines = []
+    for key in sorted(set(a) | set(b)):
+        if any(key == s or key.endswith("." + s) for s in RESUME_SAFE):
+            continue
+        if any(key == p or key.startswith(p + ".") for p in ignore):
+            continue
+        if a.get(key, "(unset)") != b.get(key, "(unset)"):
+            lines.append(f"  {key}: {a.get(key, '(unset)')!r} → {b.get(key, '(unset)')!r}")
+    return lines
+
+
+def checkpoint_bytes(model: nn.Module, trainable: list[nn.Parameter]) -> int:
+    """An upper estimate of one checkpoint's size: the model's tensors plus two optimizer moments per trainable
+    element (AdamW's state; RS-SNGD keeps less)."""
+    tensors = {id(t): t for t in model.state_dict().values() if torch.is_tensor(t)}
+    model_bytes = sum(t.numel() * t.element_size() for t in tensors.values())
+    return model_bytes + sum(2 * p.numel() * 4 for p in trainable)
+
+
+def preflight(out: Path, need: int) -> None:
+    """Fail before the first step, not at the first checkpoint: ``out`` must be writable with ``need`` bytes free."""
+    probe = out / ".write-test"
+    try:
+        probe.write_bytes(b"x")
+        probe.unlink()
+    except OSError as err:
+        raise UsageError(f"cannot write to the run folder {out}: {err.strerror or err}") from None
+    free = shutil.disk_usage(out).free
+    if free < need:
+        raise UsageError(
+            f"only {free / 2**20:.0f} MiB free under {out}; one checkpoint needs about {need / 2**20:.0f} MiB"
+        )
+
+
+class _CountSkipped:
+    """Wraps a collate function: items → (how many were unreadable records, batch)."""
+
+    def __init__(self, collate: Callable) -> None:
+        self.collate = collate
+
+    def __call__(self, items):
+        return sum(1 for item in items if item[1] is None), self.collate(items)
 
 
 def to_device(batch: dict, device: torch.device) -> dict:
@@ -128,7 +230,10 @@ class Trainer:
     """Owns a run folder: ``Trainer(out, run, optim, config).fit(task)`` trains (or resumes) one run.
 
     ``config`` (a dataclass or mapping) is written to ``out/config.yaml``. ``resume``: continue from the newest
-    checkpoint (an error when there is none); without it, a folder that already holds checkpoints is refused.
+    checkpoint; a config that differs from the run's in anything outside :data:`RESUME_SAFE` (and the
+    ``resume_ignores`` key prefixes) is refused with the difference shown. A run folder without a complete
+    checkpoint (killed before its first one finished) starts again from step 0, with or without ``resume``.
+    Without ``resume``, a folder that holds a checkpoint is refused.
     """
 
     def __init__(
@@ -139,9 +244,10 @@ class Trainer:
         config: Any = None,
         resume: bool = False,
         progress: bool = True,
+        resume_ignores: Sequence[str] = (),
     ) -> None:
         self.out, self.run, self.optim, self.config = Path(out), run, optim, config
-        self.resume, self.progress = resume, progress
+        self.resume, self.progress, self.resume_ignores = resume, progress, tuple(resume_ignores)
 
     # ------------------------------------------------------------------ run folder
     @staticmethod
@@ -157,26 +263,54 @@ class Trainer:
         done = Trainer.checkpoint_step(out)
         return done is not None and done >= steps
 
+    def _config_dict(self) -> dict | None:
+        if self.config is None:
+            return None
+        return self.config if isinstance(self.config, dict) else to_dict(self.config)
+
     def _open(self) -> Path | None:
+        """The checkpoint to resume from (None: start at step 0), after checking the folder and the config."""
         out = self.out
-        ckpt = latest_checkpoint(out) if self.resume else None
-        if self.resume and ckpt is None:
-            raise FileNotFoundError(f"--resume: no checkpoint under {out / 'checkpoints'}")
-        if not self.resume and (out / "checkpoints").exists() and any((out / "checkpoints").iterdir()):
-            raise FileExistsError(f"{out} already holds a run; pass --resume to continue it or choose another --out")
+        if out.exists() and not out.is_dir():
+            raise UsageError(f"--out {out} is a file, not a run folder")
+        ckpt = latest_checkpoint(out) if (out / "checkpoints").is_dir() else None
+        if not self.resume:
+            if ckpt is not None:
+                raise FileExistsError(
+                    f"{out} already holds a run; pass --resume to continue it or choose another --out"
+                )
+        elif ckpt is None:
+            if not (out / "config.yaml").is_file():
+                raise FileNotFoundError(f"--resume: no run in {out} (no checkpoint and no config.yaml)")
+            log.warning("%s has no complete checkpoint (killed before its first one): starting from step 0", out)
+        saved, new = out / "config.yaml", self._config_dict()
+        if self.resume and ckpt is not None and saved.is_file() and new is not None:
+            changes = config_changes(yaml.safe_load(saved.read_text()) or {}, new, self.resume_ignores)
+            if changes:
+                raise ConfigError(
+                    f"--resume with a config that differs from the run in {out} (only "
+                    f"{', '.join(RESUME_SAFE)} may change):\n" + "\n".join(changes)
+                )
         out.mkdir(parents=True, exist_ok=True)
         return ckpt
 
-    def _restore(self, ckpt: Path | None, opt: torch.optim.Optimizer, sched) -> tuple[int, int]:
-        """Optimizer, schedule and RNG states of ``ckpt``; (step, samples consumed) to continue from."""
+    def _last_metrics(self) -> dict:
+        path = self.out / "last_metrics.json"
+        if path.is_file():
+            return json.loads(path.read_text())
+        lines = read_metrics(self.out / "metrics.jsonl") if (self.out / "metrics.jsonl").is_file() else []
+        return {k: v for k, v in lines[-1].items() if k != "step"} if lines else {}
+
+    def _restore(self, ckpt: Path | None, opt: torch.optim.Optimizer, sched) -> tuple[int, int, int]:
+        """Optimizer, schedule and RNG states of ``ckpt``; (step, samples consumed, records skipped) so far."""
         if ckpt is None:
-            return 0, 0
+            return 0, 0, 0
         opt.load_state_dict(torch.load(ckpt / "optimizer.pt", weights_only=True))
         sched.load_state_dict(torch.load(ckpt / "scheduler.pt", weights_only=True))
         state = load_state(ckpt)
         set_rng_state(state["rng"])
         log.info("resumed from %s (step %d)", ckpt, state["step"])
-        return state["step"], state["samples"]
+        return state["step"], state["samples"], state.get("skipped", 0)
 
     # ------------------------------------------------------------------ training
     def fit(self, task: Task, stop_after: int | None = None) -> dict:
@@ -187,21 +321,27 @@ class Trainer:
         """
         run, out = self.run, self.out
         ckpt = self._open()
-        if run.threads:
-            torch.set_num_threads(run.threads)
+        if ckpt is not None and int(load_state(ckpt)["step"]) >= run.steps:  # nothing left to do
+            log.info("%s already finished (%d steps)", out, run.steps)
+            return self._last_metrics()
+        set_threads(run.threads)
         torch.manual_seed(run.seed)
         device = pick_device(run.device)
         model = task.build(out, None if ckpt is None else ckpt / "model").to(device)
         named = task.trainable(model)
         params = [p for _, p in named]
+        preflight(out, checkpoint_bytes(model, params))
         opt = build_optimizer(named, self.optim, seed=run.seed)
         sched = build_schedule(opt, self.optim, run.steps)
-        start, samples = self._restore(ckpt, opt, sched)
-        if self.config is not None:
-            data = self.config if isinstance(self.config, dict) else to_dict(self.config)
-            (out / "config.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+        start, samples, skipped = self._restore(ckpt, opt, sched)
+        config = self._config_dict()
+        if config is not None:
+            tmp = out / ".config.yaml.tmp"
+            tmp.write_text(yaml.safe_dump(config, sort_keys=False))
+            tmp.replace(out / "config.yaml")
         task.started(out)
-        batches = iter(make_loader(task.dataset(), task.collate(model), run.batch_size, samples, task.workers))
+        loader = make_loader(task.dataset(), _CountSkipped(task.collate(model)), run.batch_size, samples, task.workers)
+        batches = iter(loader)
 
         metrics = MetricsLogger(out, start_step=start)
         amp = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" and run.bf16 else nullcontext()
@@ -214,8 +354,9 @@ class Trainer:
         for step in range(start, run.steps):
             t0 = time.perf_counter()
             for _ in range(run.accumulation):
-                batch = next(batches)
+                bad, batch = next(batches)
                 samples += run.batch_size
+                skipped += bad
                 if batch is None:  # every record of the micro-batch was unreadable
                     continue
                 with amp:
@@ -243,17 +384,20 @@ class Trainer:
                     step_s=busy / count,
                     samples_per_s=count * run.batch_size * run.accumulation / busy,
                     peak_mem_mb=peak_memory_mb(device),
+                    skipped_records=skipped,
                 )
                 metrics.log(done, last)
                 bar.set_postfix(loss=f"{last.get('loss', float('nan')):.3f}")
                 sums, count, busy = {}, 0, 0.0
             if done % run.checkpoint_every == 0 or done == run.steps or done == stop_after:
-                save_checkpoint(
-                    out, done, model, opt, sched, {"samples": samples}, run.keep_checkpoints, task.save_extra
-                )
+                extra_state = {"samples": samples, "skipped": skipped}
+                save_checkpoint(out, done, model, opt, sched, extra_state, run.keep_checkpoints, task.save_extra)
             if stop_after is not None and done >= stop_after:
                 break
         bar.close()
         metrics.close()
-        (out / "last_metrics.json").write_text(json.dumps(last, indent=1))
+        if last:
+            tmp = out / ".last_metrics.json.tmp"
+            tmp.write_text(json.dumps(last, indent=1))
+            tmp.replace(out / "last_metrics.json")
         return last

@@ -18,6 +18,7 @@ from docjepa.data.shards import ShardWriter, iter_pages  # noqa: E402
 from docjepa.data.show import show  # noqa: E402
 from docjepa.data.synth.canvas import load_font  # noqa: E402
 from docjepa.data.synth.generate import generate  # noqa: E402
+from tests.helpers import cli_error
 
 HAS_TESSERACT = shutil.which("tesseract") is not None
 
@@ -108,8 +109,9 @@ def test_output_folder_is_not_silently_appended(tmp_path):
         ShardWriter(tmp_path / "out")
     import_paths([tmp_path / "doc.pdf"], tmp_path / "out", progress=False, append=True)
     assert len(list(iter_pages(tmp_path / "out"))) == 4
-    with pytest.raises(SystemExit, match="already holds"):
-        main(["import", str(tmp_path / "doc.pdf"), "--out", str(tmp_path / "out"), "--no-progress"])
+    assert "already holds" in cli_error(
+        ["import", str(tmp_path / "doc.pdf"), "--out", str(tmp_path / "out"), "--no-progress"], capsys
+    )
 
 
 def test_show_draws_pages(tmp_path):

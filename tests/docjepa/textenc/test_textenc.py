@@ -13,6 +13,7 @@ from transformers import AutoTokenizer, BertModel, PreTrainedTokenizerFast
 
 from docjepa.cli import main
 from docjepa.config import load_config
+from docjepa.errors import ConfigError
 from docjepa.data.record import Word
 from docjepa.data.tokenizer import train_tokenizer_on_texts
 from docjepa.modeling.build import build_config
@@ -337,7 +338,7 @@ def test_config_rejects_unknown_stage_and_keys(tmp_path):
     cfg = load_config(TextEncoderConfig, "configs/text_encoder/tiny.yaml", ["--stages=teacher,finetune"])
     with pytest.raises(ValueError, match="unknown stage"):
         run_chain(cfg, tmp_path / "x")
-    with pytest.raises(KeyError, match=r"teacher\.width"):
+    with pytest.raises(ConfigError, match=r"teacher\.width"):
         load_config(TextEncoderConfig, "configs/text_encoder/tiny.yaml", ["--teacher.width=3"])
 
 

@@ -44,7 +44,13 @@ class NoiseOptions:
 
 def _faker(locale: str) -> Faker:
     if locale not in _FAKERS:
-        _FAKERS[locale] = Faker(locale)
+        fake = Faker(locale)
+        # Faker's it_IT address provider builds its city list from a set, so the list's order (and so the city a
+        # seed picks) would follow PYTHONHASHSEED; a sorted list makes pages depend on the seed alone.
+        for provider in fake.get_providers():
+            if isinstance(getattr(provider, "cities", None), list):
+                provider.cities = sorted(provider.cities)
+        _FAKERS[locale] = fake
     return _FAKERS[locale]
 
 
