@@ -12,13 +12,12 @@ from PIL import Image, ImageDraw  # noqa: E402
 from reportlab.lib.pagesizes import A4  # noqa: E402
 from reportlab.pdfgen import canvas  # noqa: E402
 
-from docjepa.cli import main  # noqa: E402
 from docjepa.data.importer import import_paths  # noqa: E402
 from docjepa.data.shards import ShardWriter, iter_pages  # noqa: E402
 from docjepa.data.show import show  # noqa: E402
 from docjepa.data.synth.canvas import load_font  # noqa: E402
 from docjepa.data.synth.generate import generate  # noqa: E402
-from tests.helpers import cli_error
+from tests.helpers import cli_error  # noqa: E402
 
 HAS_TESSERACT = shutil.which("tesseract") is not None
 
@@ -102,7 +101,7 @@ def test_user_questions_are_attached(tmp_path):
     assert mask[int((total[1] + total[3]) / 2), int((total[0] + total[2]) / 2)]
 
 
-def test_output_folder_is_not_silently_appended(tmp_path):
+def test_output_folder_is_not_silently_appended(tmp_path, capsys):
     make_pdf(tmp_path / "doc.pdf")
     import_paths([tmp_path / "doc.pdf"], tmp_path / "out", progress=False)
     with pytest.raises(FileExistsError, match="--append"):
