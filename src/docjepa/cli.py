@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections import Counter
 from pathlib import Path
@@ -12,6 +13,36 @@ from .errors import UsageError, run_command
 
 # Commands taking --key.sub=value config overrides.
 OVERRIDABLE = ("pretrain", "pretrain-clip", "finetune", "text-encoder")
+MAX_DPI = 600
+"""Highest rendering resolution of PDFs: a page at 600 dpi is already ~35 Mpx, far more than OCR needs."""
+
+
+def int_at_least(minimum: int, maximum: int | None = None):
+    """An argparse type: an integer in [minimum, maximum]."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < minimum or (maximum is not None and value > maximum):
+            bound = f"from {minimum} to {maximum}" if maximum is not None else f"at least {minimum}"
+            raise argparse.ArgumentTypeError(f"must be {bound}, got {value}")
+        return value
+
+    return parse
+
+
+def writable_file(path: Path | None) -> None:
+    """Fail now, not after the work, when ``path`` cannot be written."""
+    if path is None:
+        return
+    if path.is_dir():
+        raise UsageError(f"--out {path} is a folder; give a file name")
+    parent = path.parent
+    parent.mkdir(parents=True, exist_ok=True)
+    if not os.access(parent, os.W_OK):
+        raise UsageError(f"cannot write to {parent}")
 
 
 def cmd_generate(args: argparse.Namespace) -> None:
@@ -86,6 +117,7 @@ def cmd_import(args: argparse.Namespace) -> None:
         questions=args.questions,
         progress=not args.no_progress,
         append=args.append,
+        resume=args.resume,
     )
     print(json.dumps({**summary.to_dict(), "out": str(args.out)}, indent=1))
 
@@ -144,16 +176,16 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     from .eval.evaluate import evaluate
     from .predictor import SNAP_AGREEMENT, DocumentPredictor
 
+    writable_file(args.out)
     predictor = DocumentPredictor.from_pretrained(
         args.checkpoint, device=args.device, snap=None if args.no_snap else SNAP_AGREEMENT
     )
     split = SplitConfig(layouts=args.heldout_layouts, template_modulus=args.template_modulus)
     result = evaluate(predictor, args.data, split, part=args.split, limit=args.limit, progress=not args.no_progress)
-    text = json.dumps(result, indent=1)
+    text = json.dumps(result, indent=1, allow_nan=False)
+    print(text, flush=True)  # before writing, so that a failed write loses nothing
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text + "\n")
-    print(text)
 
 
 def cmd_predict(args: argparse.Namespace) -> None:
@@ -198,11 +230,11 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="docjepa", description="Document-JEPA: data, training and prediction.")
     sub = ap.add_subparsers(dest="command", required=True)
     g = sub.add_parser("generate", help="synthetic pages with questions and answer masks")
-    g.add_argument("--n", type=int, required=True, help="number of pages")
+    g.add_argument("--n", type=int_at_least(1), required=True, help="number of pages")
     g.add_argument("--out", type=Path, required=True, help="output folder of Parquet shards")
     g.add_argument("--seed", type=int, default=0)
-    g.add_argument("--size", type=int, default=1024, help="page height in pixels (A4 shape)")
-    g.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
+    g.add_argument("--size", type=int_at_least(64), default=1024, help="page height in pixels (A4 shape)")
+    g.add_argument("--workers", type=int_at_least(1), default=None, help="processes (default: all cores)")
     g.add_argument("--layout", choices=sorted(LAYOUTS), default=None, help="only this layout (default: all)")
     g.add_argument(
         "--noise",
@@ -216,7 +248,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="extended",
         help="question wordings: the layouts' own, or also three more per question kind (same pages and answers)",
     )
-    g.add_argument("--pages-per-shard", type=int, default=256)
+    g.add_argument("--pages-per-shard", type=int_at_least(1), default=256)
     g.add_argument("--no-progress", action="store_true")
     g.add_argument("--append", action="store_true", help="add shards to a folder that already has some")
     g.set_defaults(func=cmd_generate)
@@ -226,7 +258,9 @@ def build_parser() -> argparse.ArgumentParser:
     m = sub.add_parser("import", help="PDFs and images (OCR) → dataset shards")
     m.add_argument("paths", type=Path, nargs="+", help="files or folders (searched recursively)")
     m.add_argument("--out", type=Path, required=True)
-    m.add_argument("--dpi", type=int, default=150, help="PDF rendering resolution")
+    m.add_argument(
+        "--dpi", type=int_at_least(36, MAX_DPI), default=150, help=f"PDF rendering resolution (36 to {MAX_DPI})"
+    )
     m.add_argument("--lang", default="eng", help="Tesseract language(s), e.g. eng+deu")
     m.add_argument(
         "--questions",
@@ -236,18 +270,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     m.add_argument("--no-progress", action="store_true")
     m.add_argument("--append", action="store_true", help="add shards to a folder that already has some")
+    m.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue an interrupted import into --out (files it holds are passed over)",
+    )
     m.set_defaults(func=cmd_import)
     s = sub.add_parser("show", help="draw pages with word boxes and answer masks as PNG")
     s.add_argument("dir", type=Path)
     s.add_argument("--out", type=Path, required=True)
-    s.add_argument("--limit", type=int, default=20)
+    s.add_argument("--limit", type=int_at_least(1), default=20)
     s.set_defaults(func=cmd_show)
     t = sub.add_parser("tokenizer", help="tokenizer tools")
     tsub = t.add_subparsers(dest="action", required=True)
     tt = tsub.add_parser("train", help="train a WordPiece tokenizer on the OCR text of datasets")
     tt.add_argument("dirs", type=Path, nargs="+")
     tt.add_argument("--out", type=Path, required=True)
-    tt.add_argument("--vocab-size", type=int, default=8000)
+    tt.add_argument("--vocab-size", type=int_at_least(16), default=8000)
     tt.add_argument("--lowercase", action="store_true")
     tt.set_defaults(func=cmd_tokenizer)
     p = sub.add_parser(
@@ -293,8 +332,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="which questions: held-out layouts/templates (default), the training kind, or all",
     )
     e.add_argument("--heldout-layouts", nargs="*", default=["receipt"])
-    e.add_argument("--template-modulus", type=int, default=4)
-    e.add_argument("--limit", type=int, default=None, help="at most this many questions")
+    e.add_argument("--template-modulus", type=int_at_least(0), default=4)
+    e.add_argument("--limit", type=int_at_least(1), default=None, help="at most this many questions")
     e.add_argument("--out", type=Path, default=None, help="also write the JSON here")
     e.add_argument("--device", default=None)
     e.add_argument(
@@ -309,10 +348,12 @@ def build_parser() -> argparse.ArgumentParser:
     src = r.add_mutually_exclusive_group(required=True)
     src.add_argument("--image", type=Path, help="an image (words by OCR)")
     src.add_argument("--pdf", type=Path, help="a PDF (words from its text layer, OCR when it has none)")
-    r.add_argument("--page", type=int, default=1, help="PDF page, from 1")
+    r.add_argument("--page", type=int_at_least(1), default=1, help="PDF page, from 1")
     r.add_argument("--question", required=True)
     r.add_argument("--out", type=Path, required=True, help="output prefix: PREFIX.mask.png, .overlay.png, .json")
-    r.add_argument("--dpi", type=int, default=150)
+    r.add_argument(
+        "--dpi", type=int_at_least(36, MAX_DPI), default=150, help=f"PDF rendering resolution (36 to {MAX_DPI})"
+    )
     r.add_argument("--lang", default="eng")
     r.add_argument("--multimask", action="store_true", help="also write the two other candidate masks")
     r.add_argument(
@@ -331,7 +372,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="'auto' (the packaged sentence encoder when installed, else 'clip'), 'clip' (pre-train a CLIP tower "
         "here) or a local pre-trained text-encoder folder",
     )
-    d.add_argument("--seed", type=int, default=0, help="seed of data, initialisation and training")
+    d.add_argument("--seed", type=int_at_least(0), default=0, help="seed of data, initialisation and training")
     d.add_argument(
         "--phrasings",
         choices=["original", "extended"],

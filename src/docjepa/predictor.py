@@ -21,6 +21,7 @@ from PIL import Image
 from .data.collate import CollateConfig, DocumentCollator
 from .data.prompt import PromptBuilder, QuestionPrompt, box_mask
 from .data.record import Page, Word, union_box
+from .errors import UsageError
 
 SNAP_AGREEMENT = 0.3
 """Default ``min_agreement`` of :func:`snap_to_words` (chosen on trained-kinds questions: docs/docjepa-results.md)."""
@@ -155,16 +156,19 @@ class DocumentPredictor:
         from transformers import AutoTokenizer, PreTrainedTokenizerFast
         from transformers.utils import logging as hf_logging
 
-        from .modeling.files import resolve_model_dir
+        from .modeling.files import SEGMENTATION, require_model
         from .modeling.segmentation import DocJepaForSegmentation
 
-        model_dir = resolve_model_dir(path)
+        model_dir = require_model(path, (SEGMENTATION,), "prediction")
         verbosity = hf_logging.get_verbosity()
-        hf_logging.set_verbosity_error()
+        hf_logging.set_verbosity_error()  # the report of missing weights is checked below instead
         try:
-            model = DocJepaForSegmentation.from_pretrained(model_dir)
+            model, info = DocJepaForSegmentation.from_pretrained(model_dir, output_loading_info=True)
         finally:
             hf_logging.set_verbosity(verbosity)
+        missing = info.get("missing_keys") or []
+        if missing:
+            raise UsageError(f"{model_dir} lacks {len(missing)} weights of the model, e.g. {sorted(missing)[0]}")
         tok = PreTrainedTokenizerFast.from_pretrained(model_dir)
         qdir = model_dir / "question_tokenizer"
         qtok = AutoTokenizer.from_pretrained(qdir) if qdir.is_dir() else tok
@@ -192,6 +196,8 @@ class DocumentPredictor:
         and box (4,) in page pixels."""
         if self.encoding is None:
             raise RuntimeError("call set_page (or set_image) before predict")
+        if question is not None and not question.strip():
+            raise UsageError("the question is empty")
         prompt = QuestionPrompt()
         self.prompts.lexical_prior = self.model.config.lexical_prior
         if question is not None:

@@ -8,8 +8,9 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from ..data.importer import ImportSummary, import_image, import_pdf
+from ..data.importer import ImportSummary, OCRUnavailable, import_image, import_pdf
 from ..data.record import Page
+from ..errors import UsageError
 from ..predictor import SNAP_AGREEMENT, DocumentPredictor, Prediction
 
 
@@ -18,16 +19,17 @@ def load_page(
 ) -> Page:
     """One page with its words: a PDF's text layer (OCR when it has none) or OCR of an image."""
     summary = ImportSummary()
-    if pdf is not None:
-        if not pdf.is_file():
-            raise FileNotFoundError(f"no PDF at {pdf}")
-        pages = import_pdf(pdf, dpi, summary, lang)
-    elif image is not None:
-        if not image.is_file():
-            raise FileNotFoundError(f"no image at {image}")
-        pages = import_image(image, summary, lang)
-    else:
-        raise ValueError("give an image or a PDF")
+    path = pdf if pdf is not None else image
+    if path is None:
+        raise UsageError("give an image or a PDF")
+    if not path.is_file():
+        raise FileNotFoundError(f"no {'PDF' if pdf is not None else 'image'} at {path}")
+    try:
+        pages = import_pdf(path, dpi, summary, lang) if pdf is not None else import_image(path, summary, lang)
+    except OCRUnavailable:
+        raise
+    except Exception as err:  # corrupt, encrypted, not an image: the library's reason, on one line
+        raise UsageError(f"cannot read {path}: {type(err).__name__}: {err}".strip()) from err
     if not 1 <= page <= len(pages):
         raise ValueError(f"page {page} out of range: the file has {len(pages)} page(s)")
     return pages[page - 1]
@@ -72,13 +74,15 @@ def write_prediction(
             files[f"mask{i}"] = f"{prefix}.mask{i}.png"
             Image.fromarray((m * 255).astype(np.uint8)).save(files[f"mask{i}"])
     ys, xs = np.nonzero(mask)
+    scores = [float(v) for v in pred.scores]
+    finite = all(np.isfinite(scores))
     result = {
         "question": question,
         "source": page.source,
         "page": page.page + 1,
         "width": page.width,
         "height": page.height,
-        "scores": [float(s) for s in pred.scores],
+        "scores": [v if np.isfinite(v) else None for v in scores],
         "best": best,
         "answered": bool(mask.any()),  # False: every candidate covered the whole page (or none covered any of it)
         "snapped_to_words": pred.answer_box is not None,
@@ -88,7 +92,9 @@ def write_prediction(
         "lexical_prior_box": [round(float(v), 1) for v in prior_box] if prior_box else None,
         "files": files,
     }
-    Path(files["json"]).write_text(json.dumps(result, indent=1) + "\n")
+    if not finite:
+        result["warning"] = "the model gave non-finite scores (null above): its weights hold NaN or Inf"
+    Path(files["json"]).write_text(json.dumps(result, indent=1, allow_nan=False) + "\n")
     return result
 
 
@@ -107,6 +113,8 @@ def predict_file(
 ) -> dict:
     """Load the page, run the model, write PREFIX.mask.png / .overlay.png / .json; returns the JSON content.
     ``snap``: the answer becomes the box of the OCR words under the chosen mask when they agree (the default)."""
+    if not question.strip():
+        raise UsageError("the question is empty")
     doc = load_page(image, pdf, page, dpi, lang)
     predictor = DocumentPredictor.from_pretrained(checkpoint, device=device, snap=SNAP_AGREEMENT if snap else None)
     predictor.set_page(doc)

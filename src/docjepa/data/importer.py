@@ -5,6 +5,13 @@ at whitespace, boxes converted from PDF points to pixels); a page without a text
 OCR. Images (PNG, JPEG, TIFF, multi-page TIFF) are read with Tesseract (``tesseract … tsv``, run with
 ``OMP_THREAD_LIMIT=1``). A file that cannot be read (corrupt, encrypted, empty) is skipped with a
 warning naming it; the batch never aborts, and a summary is returned at the end.
+
+Pages are streamed to shards as files are read: a shard is written (atomically) as soon as it holds
+``pages_per_shard`` pages, and only between files, so a shard always holds whole documents. A killed or failed
+import leaves complete shards only, and ``resume`` continues it: files already in the shards are passed over,
+and the shards come out as an uninterrupted import would have written them. A document's id is its path
+relative to the folder given (or its file name, for a file given directly), so ``a/report.pdf`` and
+``b/report.pdf`` stay two documents; bytes of a file name that are not UTF-8 are kept as ``\\xNN`` escapes.
 """
 
 from __future__ import annotations
@@ -21,11 +28,14 @@ from pathlib import Path
 
 from PIL import Image, ImageSequence
 
+from ..errors import UsageError
 from .record import Answer, Page, Question, Word, box_polygon
-from .shards import ShardWriter
+from .shards import ShardWriter, iter_rows, shard_paths
 
 log = logging.getLogger("docjepa.import")
 PDF_SUFFIXES = {".pdf"}
+# pdfium reports a hyphen that splits a word at a line end as U+FFFE (U+00AD and U+0002 in some files).
+SOFT_HYPHENS = {"\ufffe", "\u00ad", "\x02"}
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".webp"}
 
 
@@ -40,10 +50,13 @@ class ImportSummary:
     words: int = 0
     skipped: list[tuple[str, str]] = field(default_factory=list)
     ocr_pages: int = 0
+    already: int = 0
+    """Files passed over on ``resume`` because the shards already hold them."""
 
     def to_dict(self) -> dict:
         return {
             "files": self.files,
+            "already_imported": self.already,
             "pages": self.pages,
             "words": self.words,
             "ocr_pages": self.ocr_pages,
@@ -51,15 +64,52 @@ class ImportSummary:
         }
 
 
-def find_inputs(paths: list[Path]) -> list[Path]:
-    """Files to import: the given files, and every PDF or image below the given folders (sorted)."""
+def path_text(path: Path | str) -> str:
+    """A path as valid UTF-8 text: bytes of the name that are not UTF-8 become ``\\xNN`` escapes."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def find_inputs(paths: list[Path]) -> list[tuple[Path, str]]:
+    """(file, document id) to import: the given files (id: the file name), and every PDF or image below the given
+    folders (id: the path relative to the folder), sorted within each folder."""
     out = []
     for p in paths:
         if p.is_dir():
-            out += sorted(f for f in p.rglob("*") if f.is_file() and f.suffix.lower() in PDF_SUFFIXES | IMAGE_SUFFIXES)
+            found = sorted(f for f in p.rglob("*") if f.is_file() and f.suffix.lower() in PDF_SUFFIXES | IMAGE_SUFFIXES)
+            out += [(f, path_text(f.relative_to(p).as_posix())) for f in found]
         else:
-            out.append(p)
+            out.append((p, path_text(p.name)))
     return out
+
+
+def load_questions(path: Path) -> dict:
+    """The ``--questions`` JSON, checked entry by entry before any work: an error names the entry."""
+    try:
+        spec = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise UsageError(f"--questions {path}: {err}") from None
+    if not isinstance(spec, dict):
+        raise UsageError(f"--questions {path}: expected {{doc_id: {{page: [questions]}}}} at the top level")
+    for doc, pages in spec.items():
+        if not isinstance(pages, dict):
+            raise UsageError(f"--questions {path}: {doc!r} must map page numbers to lists of questions")
+        for page, entries in pages.items():
+            if not str(page).isdigit() or not isinstance(entries, list):
+                raise UsageError(f"--questions {path}: {doc!r} page {page!r} must be a page number with a list")
+            for k, q in enumerate(entries):
+                where = f"--questions {path}: {doc!r} page {page} entry {k}"
+                if not isinstance(q, dict) or not isinstance(q.get("question"), str) or not q["question"].strip():
+                    raise UsageError(f'{where}: needs a non-empty "question"')
+                answers = q.get("answers")
+                if not isinstance(answers, list) or not answers:
+                    raise UsageError(f'{where}: needs "answers", a list of boxes [x0, y0, x1, y1]')
+                for ans in answers:
+                    boxes = ans if ans and isinstance(ans[0], (list, tuple)) else [ans]
+                    for b in boxes:
+                        ok = isinstance(b, (list, tuple)) and len(b) == 4
+                        if not ok or not all(isinstance(v, (int, float)) for v in b) or b[2] <= b[0] or b[3] <= b[1]:
+                            raise UsageError(f"{where}: answer box {b!r} is not [x0, y0, x1, y1] with x1 > x0, y1 > y0")
+    return spec
 
 
 def ocr_words(image: Image.Image, lang: str = "eng") -> list[Word]:
@@ -109,6 +159,12 @@ def _pdf_words(page, scale: float, height_pt: float) -> list[Word]:
                 flush()
                 continue
             left, bottom, right, top = tp.get_charbox(i)
+            if ch in SOFT_HYPHENS:  # a word hyphenated at a line end: its first part ends here, with a hyphen
+                if right > left or top > bottom:
+                    chars.append("-")
+                    boxes.append((left, bottom, right, top))
+                flush()
+                continue
             if right <= left and top <= bottom:  # generated characters have no box
                 flush()
                 continue
@@ -126,7 +182,7 @@ def _encode(image: Image.Image) -> bytes:
     return buf.getvalue()
 
 
-def import_pdf(path: Path, dpi: int, summary: ImportSummary, lang: str) -> list[Page]:
+def import_pdf(path: Path, dpi: int, summary: ImportSummary, lang: str, doc_id: str | None = None) -> list[Page]:
     import pypdfium2 as pdfium
 
     doc = pdfium.PdfDocument(str(path))  # raises PdfiumError for corrupt or encrypted files
@@ -145,13 +201,13 @@ def import_pdf(path: Path, dpi: int, summary: ImportSummary, lang: str) -> list[
                 summary.ocr_pages += 1
             pages.append(
                 Page(
-                    doc_id=path.stem,
+                    doc_id=doc_id or path_text(path.name),
                     page=i,
                     width=image.width,
                     height=image.height,
                     image=_encode(image),
                     words=words,
-                    source=f"pdf:{path}",
+                    source=f"pdf:{path_text(path)}",
                 )
             )
             page.close()
@@ -160,7 +216,7 @@ def import_pdf(path: Path, dpi: int, summary: ImportSummary, lang: str) -> list[
         doc.close()
 
 
-def import_image(path: Path, summary: ImportSummary, lang: str) -> list[Page]:
+def import_image(path: Path, summary: ImportSummary, lang: str, doc_id: str | None = None) -> list[Page]:
     pages = []
     with Image.open(path) as img:
         for i, frame in enumerate(ImageSequence.Iterator(img)):
@@ -169,13 +225,13 @@ def import_image(path: Path, summary: ImportSummary, lang: str) -> list[Page]:
             summary.ocr_pages += 1
             pages.append(
                 Page(
-                    doc_id=path.stem,
+                    doc_id=doc_id or path_text(path.name),
                     page=i,
                     width=image.width,
                     height=image.height,
                     image=_encode(image),
                     words=words,
-                    source=f"image:{path}",
+                    source=f"image:{path_text(path)}",
                 )
             )
     if not pages:
@@ -183,13 +239,18 @@ def import_image(path: Path, summary: ImportSummary, lang: str) -> list[Page]:
     return pages
 
 
-def attach_questions(pages: list[Page], spec: dict) -> None:
-    """Questions from a JSON spec: ``{doc_id: {page: [{"question", "qtype"?, "answers": [[x0, y0, x1, y1], …]}]}}``.
+def attach_questions(pages: list[Page], spec: dict, stems: dict[str, str] | None = None) -> None:
+    """Questions from a JSON spec (checked by :func:`load_questions`):
+    ``{doc_id: {page: [{"question", "qtype"?, "answers": [[x0, y0, x1, y1], …]}]}}``.
 
-    Each answer is a box in page pixels, or a list of boxes for a multi-region answer.
+    Each answer is a box in page pixels, or a list of boxes for a multi-region answer. A document is found by
+    its id, or by its file stem when ``stems`` (stem → id) says that stem belongs to one document only.
     """
+    stems = stems or {}
     for page in pages:
-        for q in spec.get(page.doc_id, {}).get(str(page.page), []):
+        by_stem = [k for k, v in stems.items() if v == page.doc_id]
+        entries = spec.get(page.doc_id) or (spec.get(by_stem[0]) if by_stem else None) or {}
+        for q in entries.get(str(page.page), []):
             answers = []
             for ans in q["answers"]:
                 boxes = ans if isinstance(ans[0], (list, tuple)) else [ans]
@@ -206,34 +267,51 @@ def import_paths(
     pages_per_shard: int = 256,
     progress: bool = True,
     append: bool = False,
+    resume: bool = False,
 ) -> ImportSummary:
-    """Import every PDF and image under ``paths`` into shards in ``out``; never aborts on a bad file."""
+    """Import every PDF and image under ``paths`` into shards in ``out``; never aborts on a bad file.
+
+    ``resume``: continue an import into ``out`` that was killed or failed (files its shards hold are passed over).
+    """
     from tqdm.auto import tqdm
 
-    spec = json.loads(questions.read_text()) if questions else {}
+    spec = load_questions(questions) if questions else {}
     summary = ImportSummary()
-    files = find_inputs(paths)
-    with ShardWriter(out, pages_per_shard, append=append) as writer:
-        for path in tqdm(files, desc="files", disable=not progress):
+    inputs = find_inputs(paths)
+    stem_count: dict[str, int] = {}
+    for path, _ in inputs:
+        stem_count[path.stem] = stem_count.get(path.stem, 0) + 1
+    stems = {path_text(p.stem): doc for p, doc in inputs if stem_count[p.stem] == 1}
+    done: set[str] = set()
+    if resume and out.is_dir() and shard_paths(out):
+        done = {row["doc_id"] for _, _, _, row in iter_rows(out, columns=["doc_id"])}
+    seen: set[str] = set()
+    with ShardWriter(out, pages_per_shard, append=append or resume) as writer:
+        for path, doc_id in tqdm(inputs, desc="files", disable=not progress):
+            if doc_id in done:
+                summary.already += 1
+                continue
             try:
+                if doc_id in seen:
+                    raise ValueError(f"a second file with document id {doc_id!r} (given twice?)")
+                seen.add(doc_id)
                 if not path.is_file():
                     raise FileNotFoundError("no such file")
                 suffix = path.suffix.lower()
                 if suffix in PDF_SUFFIXES:
-                    pages = import_pdf(path, dpi, summary, lang)
+                    pages = import_pdf(path, dpi, summary, lang, doc_id)
                 elif suffix in IMAGE_SUFFIXES:
-                    pages = import_image(path, summary, lang)
+                    pages = import_image(path, summary, lang, doc_id)
                 else:
                     raise ValueError(f"unsupported file type {suffix or '(none)'}")
             except Exception as err:
                 reason = f"{type(err).__name__}: {err}".strip()
-                log.warning("skipped %s (%s)", path, reason)
-                summary.skipped.append((str(path), reason))
+                log.warning("skipped %s (%s)", path_text(path), reason)
+                summary.skipped.append((path_text(path), reason))
                 continue
-            attach_questions(pages, spec)
-            for page in pages:
-                writer.add(page)
-                summary.pages += 1
-                summary.words += len(page.words)
+            attach_questions(pages, spec, stems)
+            writer.add_document(pages)
+            summary.pages += len(pages)
+            summary.words += sum(len(p.words) for p in pages)
             summary.files += 1
     return summary

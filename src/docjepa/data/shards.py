@@ -106,6 +106,8 @@ class ShardWriter:
         self.out = Path(out)
         self.out.mkdir(parents=True, exist_ok=True)
         self.pages_per_shard = pages_per_shard
+        for stale in self.out.glob("shard-*.parquet.tmp"):  # a shard being written when a run was killed
+            stale.unlink()
         existing = shard_paths(self.out)
         if existing and not append:
             raise FileExistsError(f"{self.out} already holds {len(existing)} shards (append to it with --append)")
@@ -118,14 +120,28 @@ class ShardWriter:
         if len(self.buffer) >= self.pages_per_shard:
             self.flush()
 
+    def add_document(self, pages: list[Page]) -> None:
+        """Add all pages of one document; a shard is written only between documents, so none is split."""
+        self.buffer += [p.to_row() for p in pages]
+        if len(self.buffer) >= self.pages_per_shard:
+            self.flush()
+
     def flush(self) -> None:
         if not self.buffer:
             return
         table = pa.Table.from_pylist(self.buffer, schema=SCHEMA)
         path = self.out / f"shard-{self.index:05d}.parquet"
         tmp = path.with_suffix(".parquet.tmp")
-        pq.write_table(table, tmp, row_group_size=ROW_GROUP, compression="zstd")
-        tmp.replace(path)
+        try:
+            pq.write_table(table, tmp, row_group_size=ROW_GROUP, compression="zstd")
+            tmp.replace(path)
+        except OSError as err:  # a full disk: the shards written before stay complete
+            tmp.unlink(missing_ok=True)
+            raise OSError(
+                err.errno,
+                f"writing {path} failed ({err.strerror or err}); {self.written} pages are safe in "
+                f"{self.index} earlier shard(s)",
+            ) from err
         self.index += 1
         self.written += len(self.buffer)
         self.buffer = []
@@ -136,8 +152,12 @@ class ShardWriter:
     def __enter__(self) -> ShardWriter:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+        elif self.buffer:  # interrupted: only whole shards, cut where an uninterrupted run cuts them, are kept
+            log.warning("%d pages not yet in a shard were dropped; resume the import to add them", len(self.buffer))
+            self.buffer = []
 
 
 def iter_rows(

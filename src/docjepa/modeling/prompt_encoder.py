@@ -11,6 +11,7 @@ dense prompt is SAM's learned "no mask" embedding broadcast over the grid.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -19,6 +20,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from transformers import AutoConfig, AutoModel, CLIPTextConfig, CLIPTextModel, PretrainedConfig, PreTrainedModel
 from transformers.models.sam.modeling_sam import SamMaskEmbedding, SamPositionalEmbedding
+
+from ..errors import UsageError
 
 
 def build_tower(config: PretrainedConfig) -> PreTrainedModel:
@@ -34,11 +37,15 @@ def load_tower(path: str | Path) -> PreTrainedModel:
     path = Path(path)
     if not path.is_dir():
         raise FileNotFoundError(f"question tower directory {path} does not exist")
+    if (path / "config.json").is_file() and json.loads((path / "config.json").read_text()).get(
+        "model_type"
+    ) == "docjepa":
+        raise UsageError(f"{path} holds a Document-JEPA model; the question tower must be a text encoder")
     config = AutoConfig.from_pretrained(path)
     if config.model_type in ("clip", "clip_text_model"):
         return CLIPTextModel.from_pretrained(path)
     if getattr(config, "is_encoder_decoder", False) or config.model_type in ("llama", "gpt2", "mistral"):
-        raise ValueError(f"{path} holds a {config.model_type} model; the question tower must be a text encoder")
+        raise UsageError(f"{path} holds a {config.model_type} model; the question tower must be a text encoder")
     return AutoModel.from_pretrained(path)
 
 

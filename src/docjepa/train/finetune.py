@@ -17,7 +17,7 @@ from ..data.shards import DocumentDataset
 from ..data.source import DataConfig, load_tokenizer
 from ..data.split import SplitConfig, question_pairs
 from ..modeling import DocJepaConfig, build_config
-from ..modeling.files import resolve_model_dir
+from ..modeling.files import BACKBONE, PRETRAINING, SEGMENTATION, require_model, resolve_model_dir
 from ..modeling.prompt_encoder import tower_spec
 from ..modeling.segmentation import DocJepaForSegmentation
 from ..modeling.sentence_encoder import resolve_tower
@@ -130,7 +130,7 @@ def question_tokenizer_for(tower_dir: str, fallback):
 def build_segmentation_model(cfg: FinetuneConfig, tokenizer) -> DocJepaForSegmentation:
     """A fresh segmentation model: the backbone from ``model.init`` (or the preset), the question tower loaded."""
     if cfg.model.init:
-        src = resolve_model_dir(cfg.model.init)
+        src = require_model(cfg.model.init, (PRETRAINING, SEGMENTATION, BACKBONE), "model.init")
         config = DocJepaConfig.from_pretrained(src)
     else:
         special = {

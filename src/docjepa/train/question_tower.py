@@ -29,7 +29,7 @@ from ..data.record import Page, union_box
 from ..data.shards import DocumentDataset
 from ..data.source import DataConfig, load_tokenizer
 from ..modeling import DocJepaConfig, DocJepaModel, build_config
-from ..modeling.files import resolve_model_dir
+from ..modeling.files import BACKBONE, PRETRAINING, SEGMENTATION, require_model
 from ..modeling.image_encoder import EMBED_STRIDE
 from ..modeling.segmentation import question_tower_config
 from .data import EpochDataset
@@ -197,7 +197,8 @@ class QuestionTowerTask(Task):
         from transformers.utils import logging as hf_logging
 
         cfg = self.cfg
-        init = resolve_model_dir(cfg.model.init) if cfg.model.init else None
+        kinds = (PRETRAINING, SEGMENTATION, BACKBONE)
+        init = require_model(cfg.model.init, kinds, "model.init") if cfg.model.init else None
         self.tokenizer = load_tokenizer(cfg.data, out, init)
         if init is not None:
             hf_logging.set_verbosity_error()  # the pre-training heads are expected to be left out

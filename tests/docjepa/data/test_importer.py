@@ -1,6 +1,7 @@
 """Importing real documents: PDFs with a text layer, corrupt files, OCR of images, show."""
 
 import json
+import os
 import shutil
 
 import pytest
@@ -91,7 +92,7 @@ def test_missing_tesseract_is_a_clear_reason(tmp_path):
 
 def test_user_questions_are_attached(tmp_path):
     make_pdf(tmp_path / "doc.pdf")
-    spec = {"doc": {"0": [{"question": "What is the total?", "answers": [[590, 860, 760, 890]]}]}}
+    spec = {"doc": {"0": [{"question": "What is the total?", "answers": [[590, 860, 760, 890]]}]}}  # by stem
     (tmp_path / "q.json").write_text(json.dumps(spec))
     import_paths([tmp_path / "doc.pdf"], tmp_path / "out", dpi=144, questions=tmp_path / "q.json", progress=False)
     p0, p1 = list(iter_pages(tmp_path / "out"))
@@ -120,3 +121,77 @@ def test_show_draws_pages(tmp_path):
     for p in paths:
         img = Image.open(p)
         assert img.width == 272 and img.height > 384  # the page plus the list of questions below it
+
+
+def _shard_bytes(root):
+    return {p.name: p.read_bytes() for p in sorted(root.glob("shard-*.parquet"))}
+
+
+def test_an_interrupted_import_keeps_whole_shards_and_resumes_to_the_same_bytes(tmp_path, monkeypatch):
+    from docjepa.data import importer
+
+    docs = tmp_path / "in"
+    for i in range(5):
+        (docs / f"d{i}").mkdir(parents=True)
+        make_pdf(docs / f"d{i}" / "report.pdf")  # five documents with the same file name, two pages each
+    full = import_paths([docs], tmp_path / "full", dpi=36, pages_per_shard=3, progress=False)
+    assert full.files == 5 and full.pages == 10 and not full.skipped
+    assert sorted({p.doc_id for p in iter_pages(tmp_path / "full")}) == [f"d{i}/report.pdf" for i in range(5)]
+
+    real, calls = importer.import_pdf, []
+
+    def killed_at_the_fourth(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 4:
+            raise KeyboardInterrupt  # as a kill would, between two files
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(importer, "import_pdf", killed_at_the_fourth)
+    with pytest.raises(KeyboardInterrupt):
+        import_paths([docs], tmp_path / "cut", dpi=36, pages_per_shard=3, progress=False)
+    monkeypatch.setattr(importer, "import_pdf", real)
+    cut = _shard_bytes(tmp_path / "cut")
+    assert list(cut) == ["shard-00000.parquet"] and not list((tmp_path / "cut").glob("*.tmp"))
+    assert len(list(iter_pages(tmp_path / "cut"))) == 4  # two whole documents, none split
+    again = import_paths([docs], tmp_path / "cut", dpi=36, pages_per_shard=3, progress=False, resume=True)
+    assert again.already == 2 and again.files == 3
+    assert _shard_bytes(tmp_path / "cut") == _shard_bytes(tmp_path / "full")
+
+
+def test_a_non_utf8_file_name_is_imported_with_escapes(tmp_path):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    name = os.fsdecode(b"caf\xe9.pdf")
+    make_pdf(folder / name)
+    summary = import_paths([folder], tmp_path / "out", dpi=36, progress=False)
+    assert summary.files == 1 and not summary.skipped
+    page = next(iter_pages(tmp_path / "out"))
+    assert page.doc_id == "caf\\xe9.pdf" and page.source.endswith("caf\\xe9.pdf")
+
+
+def test_questions_are_checked_before_any_work(tmp_path, capsys):
+    make_pdf(tmp_path / "doc.pdf")
+    (tmp_path / "q.json").write_text(json.dumps({"doc.pdf": {"0": [{"question": "Total?"}]}}))
+    argv = [
+        "import",
+        str(tmp_path / "doc.pdf"),
+        "--out",
+        str(tmp_path / "out"),
+        "--questions",
+        str(tmp_path / "q.json"),
+    ]
+    assert "'doc.pdf' page 0 entry 0: needs \"answers\"" in cli_error(argv, capsys)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_word_hyphenated_at_a_line_end_is_two_words_on_their_lines(tmp_path):
+    c = canvas.Canvas(str(tmp_path / "h.pdf"), pagesize=A4)
+    c.setFont("Helvetica", 14)
+    c.drawString(72, 700, "The inter-")
+    c.drawString(72, 680, "national office")
+    c.save()
+    import_paths([tmp_path / "h.pdf"], tmp_path / "out", dpi=72, progress=False)
+    words = next(iter_pages(tmp_path / "out")).words
+    assert [w.text for w in words] == ["The", "inter-", "national", "office"]
+    inter, national = words[1].box, words[2].box
+    assert inter[3] - inter[1] < 20 and national[1] > inter[3]  # each on its own line

@@ -155,4 +155,6 @@ def test_info_and_cli(tmp_path, capsys):
     main(["info", str(tmp_path / "d")])
     assert '"pages": 6' in capsys.readouterr().out
     assert "no dataset folder" in cli_error(["info", str(tmp_path / "missing")], capsys)
-    assert "n must be at least 1" in cli_error(["generate", "--n", "0", "--out", str(tmp_path / "e")], capsys)
+    with pytest.raises(SystemExit) as exc:  # argparse's own usage error, status 2
+        main(["generate", "--n", "0", "--out", str(tmp_path / "e")])
+    assert exc.value.code == 2 and "--n: must be at least 1, got 0" in capsys.readouterr().err

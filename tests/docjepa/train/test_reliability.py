@@ -12,15 +12,15 @@ import yaml
 
 pytest.importorskip("transformers")
 
-from docjepa.data.shards import DocumentDataset, RecordError, iter_pages  # noqa: E402
-from docjepa.data.show import show  # noqa: E402
-from docjepa.data.split import SplitConfig, question_pairs  # noqa: E402
-from docjepa.errors import ConfigError, UsageError  # noqa: E402
-from docjepa.train.metrics_log import read_metrics  # noqa: E402
-from docjepa.train.pretrain import pretrain  # noqa: E402
-from docjepa.train.trainer import Trainer  # noqa: E402
-from tests.docjepa.train.test_pretrain import small_config  # noqa: E402
-from tests.docjepa.train.test_trainer import RegressionTask, trainer  # noqa: E402
+from docjepa.data.shards import DocumentDataset, RecordError, iter_pages
+from docjepa.data.show import show
+from docjepa.data.split import SplitConfig, question_pairs
+from docjepa.errors import ConfigError, UsageError
+from docjepa.train.metrics_log import read_metrics
+from docjepa.train.pretrain import pretrain
+from docjepa.train.trainer import Trainer
+from tests.docjepa.train.test_pretrain import small_config
+from tests.docjepa.train.test_trainer import RegressionTask, trainer
 
 BAD_ROW = 3
 
