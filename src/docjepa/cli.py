@@ -125,8 +125,9 @@ def cmd_import(args: argparse.Namespace) -> None:
 def cmd_show(args: argparse.Namespace) -> None:
     from .data.show import show
 
-    paths = show(args.dir, args.out, args.limit)
-    print(f"wrote {len(paths)} pages to {args.out}")
+    skipped: list = []
+    paths = show(args.dir, args.out, args.limit, on_skip=skipped.append)
+    print(f"wrote {len(paths)} pages to {args.out}" + (f" ({len(skipped)} unreadable skipped)" if skipped else ""))
 
 
 def cmd_tokenizer(args: argparse.Namespace) -> None:

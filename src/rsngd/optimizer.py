@@ -158,16 +158,37 @@ class RSNGD(Optimizer):
 
     @staticmethod
     def _check_group(group: dict[str, Any]) -> None:
+        """ValueError naming the argument for any setting that would give NaN parameters or a confusing failure."""
+
         def need(cond: bool, msg: str) -> None:
             if not cond:
                 raise ValueError(msg)
 
-        need(group["lr"] >= 0, f"lr must be >= 0, got {group['lr']}")
-        need(group["history"] >= 1, f"history must be >= 1, got {group['history']}")
-        need(group["damping"] > 0, f"damping must be > 0, got {group['damping']}")
-        need(group["update_gap"] >= 1, f"update_gap must be >= 1, got {group['update_gap']}")
-        need(0 <= group["momentum"] < 1, f"momentum must be in [0, 1), got {group['momentum']}")
-        need(group["weight_decay"] >= 0, f"weight_decay must be >= 0, got {group['weight_decay']}")
+        def integer(key: str, minimum: int) -> None:
+            v = group[key]
+            need(isinstance(v, int) and not isinstance(v, bool), f"{key} must be an integer, got {v!r}")
+            need(v >= minimum, f"{key} must be >= {minimum}, got {v}")
+
+        def number(key: str, value: Any = None) -> float:
+            v = group[key] if value is None else value
+            ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+            need(ok, f"{key} must be a finite number, got {v!r}")
+            return float(v)
+
+        need(number("lr") >= 0, f"lr must be >= 0, got {group['lr']}")
+        integer("history", 1)
+        integer("update_gap", 1)
+        integer("seed", 0)
+        need(number("damping") > 0, f"damping must be > 0, got {group['damping']}")
+        need(0 <= number("momentum") < 1, f"momentum must be in [0, 1), got {group['momentum']}")
+        need(number("weight_decay") >= 0, f"weight_decay must be >= 0, got {group['weight_decay']}")
+        need(number("scale") > 0, f"scale must be > 0, got {group['scale']}")
+        need(number("residual_scale") >= 0, f"residual_scale must be >= 0, got {group['residual_scale']}")
+        need(number("eps") > 0, f"eps must be > 0 (it keeps AdamW's denominator away from zero), got {group['eps']}")
+        betas = group["betas"]
+        need(isinstance(betas, (tuple, list)) and len(betas) == 2, f"betas must be a pair, got {betas!r}")
+        for i, beta in enumerate(betas):
+            need(0 <= number(f"betas[{i}]", beta) < 1, f"betas[{i}] must be in [0, 1), got {beta}")
         for key, allowed in (
             ("projection", _PROJECTIONS),
             ("fisher", _FISHERS),
@@ -178,8 +199,9 @@ class RSNGD(Optimizer):
             need(group[key] in allowed, f"{key} must be one of {allowed}, got {group[key]!r}")
         rank = group["rank"]
         if rank is not None:
-            ranks = [rank] if isinstance(rank, int) else list(rank)
-            need(all(isinstance(r, int) and r >= 1 for r in ranks), f"rank must be positive ints, got {rank}")
+            ranks = list(rank) if isinstance(rank, (tuple, list)) else [rank]
+            ok = ranks and all(isinstance(r, int) and not isinstance(r, bool) and r >= 1 for r in ranks)
+            need(bool(ok), f"rank must be a positive integer (or a tuple of them, one per mode), got {rank!r}")
 
     def add_param_group(self, param_group: dict[str, Any]) -> None:
         super().add_param_group(param_group)

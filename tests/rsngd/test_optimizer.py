@@ -435,3 +435,36 @@ def test_works_with_lr_schedulers_and_itertools(gen):
     opt.step()
     sched.step()
     assert opt.param_groups[0]["lr"] == pytest.approx(0.05)
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "named"),
+    [
+        ("eps", 0.0, "eps"),
+        ("betas", (1.0, 0.999), r"betas\[0\]"),
+        ("betas", (0.9, float("nan")), r"betas\[1\]"),
+        ("rank", 4.0, "rank"),
+        ("rank", True, "rank"),
+        ("rank", (4, 0), "rank"),
+        ("history", 2.5, "history"),
+        ("history", 0, "history"),
+        ("update_gap", True, "update_gap"),
+        ("lr", float("inf"), "lr"),
+        ("momentum", 1.0, "momentum"),
+        ("damping", 0.0, "damping"),
+        ("scale", -1.0, "scale"),
+    ],
+)
+def test_bad_arguments_raise_value_error_naming_them(option, value, named):
+    params = [torch.nn.Parameter(torch.randn(8, 6))]
+    kwargs = {"rank": 2, option: value}
+    with pytest.raises(ValueError, match=rf"^{named} must"):
+        RSNGD(params, **kwargs)
+
+
+def test_arguments_at_their_limits_are_accepted():
+    w = torch.nn.Parameter(torch.randn(8, 6, generator=torch.Generator().manual_seed(0)))
+    opt = RSNGD([w], rank=(2, 3), history=1, betas=(0.0, 0.0), eps=1e-12, momentum=0.0, lr=0.0)
+    w.grad = torch.randn(8, 6, generator=torch.Generator().manual_seed(1))
+    opt.step()
+    assert torch.isfinite(w).all()

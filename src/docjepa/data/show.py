@@ -8,7 +8,7 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from .record import Page
-from .shards import iter_pages
+from .shards import RecordError, iter_pages, log
 from .synth.canvas import load_font
 
 COLOURS = [
@@ -53,11 +53,18 @@ def render_page(page: Page, words: bool = True, masks: bool = True) -> Image.Ima
     return out
 
 
-def show(root: Path, out: Path, limit: int = 20) -> list[Path]:
-    """Write up to ``limit`` pages of a dataset as annotated PNGs into ``out``."""
+def show(root: Path, out: Path, limit: int = 20, on_skip=None) -> list[Path]:
+    """Write up to ``limit`` pages of a dataset as annotated PNGs into ``out``; unreadable records are logged
+    (and passed to ``on_skip``) and left out."""
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    for i, page in enumerate(iter_pages(root)):
+
+    def skip(err: RecordError) -> None:
+        log.warning("skipping unreadable record %s", err)
+        if on_skip is not None:
+            on_skip(err)
+
+    for i, page in enumerate(iter_pages(root, on_skip=skip)):
         if i >= limit:
             break
         path = out / f"{page.doc_id}-p{page.page}.png"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -45,6 +46,16 @@ def bench_main(argv: list[str]) -> None:
     ap.add_argument("--cache", type=Path, default=Path("runs/cache"), help="tokenizer and token cache")
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
+    # Checked before any training: a bad --out would otherwise fail after the first optimizer's run.
+    if args.out.is_dir():
+        ap.error(f"--out {args.out} is a folder; give a JSON file name such as {args.out / 'results.json'}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    if not os.access(args.out.parent, os.W_OK):
+        ap.error(f"--out: cannot write to {args.out.parent}")
+    if args.steps is not None and args.steps < 1:
+        ap.error(f"--steps must be at least 1, got {args.steps}")
+    if args.threads is not None and args.threads < 1:
+        ap.error(f"--threads must be at least 1, got {args.threads}")
     if args.threads:
         torch.set_num_threads(args.threads)
     preset = get_preset(args.preset)

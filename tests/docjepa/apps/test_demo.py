@@ -77,6 +77,26 @@ def test_evaluate_command(demo, tmp_path):
     assert result["questions"] == 5 and set(result["model"]) >= {"mIoU", "gIoU", "cIoU", "per_type"}
 
 
+def test_checkpoints_of_the_wrong_kind_and_bad_inputs_are_refused(demo, tmp_path, capsys):
+    data = ["--data", str(demo / "data" / "eval"), "--limit", "2", "--no-progress"]
+    err = cli_error(["evaluate", "--checkpoint", str(demo / "pretrain"), *data], capsys)
+    assert "holds a pre-training checkpoint" in err and "needs a fine-tuned segmentation model" in err
+    err = cli_error(["evaluate", "--checkpoint", str(demo / "finetune"), *data, "--out", str(tmp_path)], capsys)
+    assert "is a folder" in err
+    page = tmp_path / "page.png"
+    Image.new("RGB", (300, 200), "white").save(page)
+    predict = ["predict", "--checkpoint", str(demo / "finetune"), "--out", str(tmp_path / "p")]
+    assert "the question is empty" in cli_error([*predict, "--image", str(page), "--question", "  "], capsys)
+    (tmp_path / "bad.png").write_bytes(b"\x89PNG\r\n\x1a\n truncated")
+    err = cli_error([*predict, "--image", str(tmp_path / "bad.png"), "--question", "Total?"], capsys)
+    assert "cannot read" in err and "bad.png" in err
+    err = cli_error([*predict, "--pdf", str(tmp_path / "bad.png"), "--question", "Total?"], capsys)
+    assert "cannot read" in err
+    with pytest.raises(SystemExit) as exc:
+        main([*predict, "--image", str(page), "--question", "Total?", "--dpi", "1200"])
+    assert exc.value.code == 2 and "--dpi: must be from 36 to 600" in capsys.readouterr().err
+
+
 def test_predict_on_a_pdf(demo, tmp_path, capsys):
     pytest.importorskip("reportlab")
     from reportlab.lib.pagesizes import A4

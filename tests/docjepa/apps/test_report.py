@@ -52,3 +52,22 @@ def test_results_command_fills_the_marked_sections(tmp_path, capsys):
     plain.write_text("no markers\n")
     with pytest.raises(SystemExit, match="no <!-- demo:start -->"):
         write_markdown([path], [plain])
+
+
+def test_non_finite_scores_are_null_in_valid_json(tmp_path):
+    import numpy as np
+    import torch
+    from PIL import Image
+
+    from docjepa.apps.predict import write_prediction
+    from docjepa.data.record import Page, Word
+    from docjepa.predictor import Prediction
+
+    page = Page("p", 0, 40, 30, b"", [Word("a", (1, 1, 9, 9))], "test")
+    page._rgb = Image.new("RGB", (40, 30), "white")  # the decoded image, as if read from a shard
+    masks = np.zeros((3, 30, 40), dtype=bool)
+    masks[0, 2:8, 2:8] = True
+    pred = Prediction(torch.zeros(3, 8, 8), np.array([0.5, float("nan"), float("inf")]), masks)
+    result = write_prediction(page, pred, "q?", tmp_path / "out")
+    strict = json.loads((tmp_path / "out.json").read_text(), parse_constant=lambda c: pytest.fail(f"bare {c}"))
+    assert strict["scores"] == [0.5, None, None] and "non-finite" in result["warning"]

@@ -141,6 +141,15 @@ def test_missing_corpus_is_a_clear_error(tmp_path):
         load_corpus("shakespeare", 300, cache=tmp_path, shared=tmp_path / "nowhere")
 
 
+def test_a_folder_as_out_is_refused_before_training(tmp_path, text_file, capsys, monkeypatch):
+    from rsngd.bench import runner
+
+    monkeypatch.setattr(runner, "run_one", lambda *a, **k: pytest.fail("trained before checking --out"))
+    with pytest.raises(SystemExit) as exc:
+        bench_main(["--data", str(text_file), "--out", str(tmp_path), "--cache", str(tmp_path / "c")])
+    assert exc.value.code == 2 and "is a folder" in capsys.readouterr().err
+
+
 def test_optimizer_specs_parse():
     spec = OptimizerSpec.parse("rsngd:rank=16,fisher=tensor,lr=0.002")
     assert spec.name == "rsngd" and spec.overrides == {"rank": 16, "fisher": "tensor", "lr": 0.002}
