@@ -118,6 +118,7 @@ def cmd_import(args: argparse.Namespace) -> None:
         progress=not args.no_progress,
         append=args.append,
         resume=args.resume,
+        pages_per_shard=args.pages_per_shard,
     )
     print(json.dumps({**summary.to_dict(), "out": str(args.out)}, indent=1))
 
@@ -271,6 +272,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     m.add_argument("--no-progress", action="store_true")
     m.add_argument("--append", action="store_true", help="add shards to a folder that already has some")
+    m.add_argument("--pages-per-shard", type=int_at_least(1), default=256, help="pages per Parquet shard")
     m.add_argument(
         "--resume",
         action="store_true",
