@@ -28,8 +28,9 @@ class PositionSampler(torch.utils.data.Sampler[int]):
 class EpochDataset(torch.utils.data.Dataset):
     """Position p → (p, item): each epoch is a fresh seeded permutation of the items.
 
-    Items are the pages, or (with ``pairs``) (page, question index) pairs. A record that fails to decode is
-    logged and returned as ``None`` (the collate functions drop it), so one bad row never stops a run.
+    Items are the pages, or (with ``pairs``) (page, question index) pairs. A record that fails to read or decode
+    is logged and returned as ``None`` (the collate functions drop it, the trainer counts it), so one bad row
+    never stops a run.
     """
 
     def __init__(self, pages: DocumentDataset, seed: int, pairs: list[tuple[int, int]] | None = None) -> None:
@@ -52,11 +53,9 @@ class EpochDataset(torch.utils.data.Dataset):
         i = self.index(position)
         page_index = i if self.pairs is None else self.pairs[i][0]
         try:
-            page = self.pages[page_index]
-        except Exception as e:
-            log.warning(
-                "skipping unreadable page %d (sample position %d): %s: %s", page_index, position, type(e).__name__, e
-            )
+            page = self.pages[page_index]  # the image is decoded here, inside the skip path
+        except Exception as e:  # RecordError names the shard and row; any other reader failure is skipped too
+            log.warning("skipping unreadable record %s (page %d, sample position %d)", e, page_index, position)
             return position, None
         return position, (page if self.pairs is None else (page, self.pairs[i][1]))
 
