@@ -3,7 +3,7 @@
 from . import projection
 from .factory import TARGETS, create_optimizer, param_groups, split_parameters
 from .memory import optimizer_state_bytes
-from .optimizer import RSNGD, fisher_gram
+from .optimizer import RSNGD, fisher_gram, tag_parameter_names
 from .schedule import lr_factor, warmup_cosine
 from .woodbury import damped_cholesky_solve, natural_gradient
 
@@ -19,6 +19,7 @@ __all__ = [
     "param_groups",
     "projection",
     "split_parameters",
+    "tag_parameter_names",
     "warmup_cosine",
 ]
 __version__ = "0.1.0"

@@ -14,22 +14,35 @@ Everything here is a pure function of tensors.
 from __future__ import annotations
 
 import torch
+import torch.distributed as dist
 from torch import Tensor
 
 FIRA_LIMIT = 1.01
 """Fira's norm-growth limit γ: the residual's norm grows by at most this factor per step."""
 
 
-def normalize(updates: list[Tensor], mode: str, c_scale: Tensor, eps: float) -> list[Tensor]:
+def normalize(
+    updates: list[Tensor],
+    mode: str,
+    c_scale: Tensor,
+    eps: float,
+    reduce: bool = False,
+    group: dist.ProcessGroup | None = None,
+) -> list[Tensor]:
     """Preconditioned cores of one system, each up to the common factor ``c_scale``, scaled as ``mode`` says:
-    ``"none"`` restores ``c_scale`` (the raw F⁻¹m), ``"global_rms"`` divides all by their joint RMS."""
+    ``"none"`` restores ``c_scale`` (the raw F⁻¹m), ``"global_rms"`` divides all by their joint RMS (summed over
+    the ranks of ``group`` with ``reduce``, when the system is partitioned among them; every rank must call it)."""
     if mode == "none":
         return [u * c_scale.to(u.dtype) for u in updates]
     if mode == "global_rms":
-        total = sum(u.pow(2).sum() for u in updates)
-        count = sum(u.numel() for u in updates)
-        rms = (total / count).sqrt()
-        return [u / (rms + eps) for u in updates]
+        sums = torch.zeros(2, dtype=torch.float64, device=c_scale.device)
+        for u in updates:
+            sums[0] += u.pow(2).sum().to(torch.float64)
+            sums[1] += u.numel()
+        if reduce:
+            dist.all_reduce(sums, group=group)
+        rms = (sums[0] / sums[1].clamp_min(1)).sqrt()
+        return [u / (rms.to(u.dtype) + eps) for u in updates]
     raise ValueError(f"normalize={mode!r} is not an ablation setting")
 
 

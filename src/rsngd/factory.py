@@ -63,13 +63,20 @@ def param_groups(
     """RS-SNGD parameter groups of a model by :func:`split_parameters`: the projected matrices with ``rank`` (and
     any extra keyword, e.g. ``history=8``), the other matrices in AdamW with ``weight_decay``, the 1-D tensors in
     AdamW without. Empty groups are left out."""
-    proj, other, flat = split_parameters(model.named_parameters(), target_modules)
+    named = list(model.named_parameters())
+    proj, other, flat = split_parameters(named, target_modules)
     groups = [
         {"params": proj, "rank": rank, "weight_decay": weight_decay, **projected},
         {"params": other, "rank": None, "weight_decay": weight_decay},
         {"params": flat, "rank": None, "weight_decay": 0.0},
     ]
-    return [g for g in groups if g["params"]]
+    return [_named(g, named) for g in groups if g["params"]]
+
+
+def _named(group: dict[str, Any], named: list[tuple[str, nn.Parameter]]) -> dict[str, Any]:
+    """The group with ``param_names`` (torch's named parameter groups): RS-SNGD seeds subspaces by name."""
+    names = {id(p): n for n, p in named}
+    return {**group, "param_names": [names[id(p)] for p in group["params"]]}
 
 
 def create_optimizer(
@@ -108,10 +115,10 @@ def create_optimizer(
         {"params": flat, "lr": rest_lr, "weight_decay": 0.0},
     ]
     if name == "rsngd":
-        seed = hp.pop("seed", 0)
+        ctor = {k: hp.pop(k) for k in ("seed", "partitioned", "process_group") if k in hp}
         groups = [{"params": proj, "lr": lr, "weight_decay": weight_decay, "rank": hp.pop("rank", 64), **hp}]
         groups += [{**g, "rank": None} for g in rest]
-        return RSNGD([g for g in groups if g["params"]], lr=lr, seed=seed)
+        return RSNGD([_named(g, named) for g in groups if g["params"]], lr=lr, **ctor)
     if name == "adamw":
         groups = [{"params": proj, "lr": lr, "weight_decay": weight_decay}, *rest]
         return torch.optim.AdamW([g for g in groups if g["params"]], lr=lr, **hp)

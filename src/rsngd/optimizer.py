@@ -22,17 +22,25 @@ and every tensor of a group whose ``rank`` is None, are updated with AdamW.
 The state holds tensors and Python numbers only: ``hist`` (s × k, float32), integer
 counters, the seed of the random subspace, and for ``projection="svd"`` the factor
 matrices ``U0``, ``U1``, … So ``torch.load(..., weights_only=True)`` reads it back and a
-resumed run continues bit-identically.
+resumed run continues bit-identically. AdamW moments of a DTensor parameter are DTensors
+sharded like it, so ``torch.distributed.checkpoint`` saves and reshards them; the
+history is replicated (the same on every rank).
+
+A step makes no host synchronisation: a gradient that is not finite (on any rank) is a
+device flag, and the step's state changes and updates are committed through it, so such a
+step changes nothing but the ``nonfinite_steps`` count (and the step counters).
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch import Tensor
 from torch.optim import Optimizer
 
@@ -43,14 +51,16 @@ from .projection import (
     clamp_ranks,
     core_shape,
     mix_seed,
-    project,
-    project_back,
+    project_back_local,
+    project_local,
     random_factors,
+    slice_factors,
     svd_factors,
 )
+from .sharding import Layout, Reducer, is_dtensor, layout, local
 from .woodbury import compute_dtype, damped_cholesky_solve
 
-__all__ = ["RSNGD"]
+__all__ = ["RSNGD", "name_key", "tag_parameter_names"]
 
 _PROJECTIONS = ("random", "svd")
 _FISHERS = ("global", "tensor")
@@ -66,9 +76,10 @@ class _Entry:
     p: Tensor
     group: dict[str, Any]
     state: dict[str, Any]
-    grad: Tensor  # full gradient, float32 (float64 for float64 parameters)
-    core: Tensor  # projected gradient, flattened (k,)
-    factors: Factors
+    grad: Tensor  # this rank's gradient (all of it unless sharded), float32 (float64 for float64 parameters)
+    core: Tensor  # projected gradient, flattened (k,); a shard's share until the step's all-reduce
+    factors: Factors  # this rank's rows of the factors
+    layout: Layout
     update: Tensor | None = None  # preconditioned core (k,)
 
 
@@ -86,6 +97,8 @@ class RSNGD(Optimizer):
             free) or ``"absolute"`` (λ = damping).
         update_gap: steps between renewals of the subspace; the history is carried into
             the new basis.
+        stagger_renewals: spread the tensors' renewals over the ``update_gap`` steps (a
+            phase per tensor) instead of renewing every subspace on the same step.
         projection: ``"random"`` (seeded orthonormal Gaussian factors; only the seed is
             stored) or, as an ablation, ``"svd"`` (leading singular vectors of the gradient;
             HOSVD for d > 2).
@@ -102,7 +115,26 @@ class RSNGD(Optimizer):
         weight_decay: decoupled weight decay (as AdamW), for every tensor of the group.
         betas: AdamW betas for the AdamW-updated tensors.
         eps: AdamW epsilon (also guards the RMS normalisation).
-        seed: base seed of the random subspaces.
+        seed: base seed of the random subspaces. A tensor's subspaces depend on it, on the
+            tensor's name (from named parameter groups, e.g. ``create_optimizer`` or
+            ``Optimizer(model.named_parameters())``, or from :func:`tag_parameter_names`) or
+            else its position among the optimizer's parameters, and on the renewal count;
+            not on the device, the world size or how the tensor is sharded.
+        cache_factors: keep this rank's rows of the factors between renewals (faster steps;
+            the memory is reported by :meth:`factor_cache_bytes`) instead of regenerating
+            them from the seed on every step (the default: no factor memory).
+        partitioned: the optimizer holds one rank's partition of the model (as inside
+            ``ZeroRedundancyOptimizer``): the global Fisher's sums (GᵀG, filled rows, the
+            ``global_rms`` ablation) and the non-finite check are summed over
+            ``process_group``, so every rank solves the same system as one process would.
+            Every rank must call ``step`` together.
+        process_group: the group of the ranks for ``partitioned`` and for the non-finite
+            check with sharded parameters (default: the whole world).
+
+    Sharded parameters (DTensor, e.g. FSDP2's ``fully_shard``) are stepped natively: each
+    rank projects its own rows, the cores of all tensors are summed in one all-reduce, the
+    history and the s × s solve are replicated, and each rank writes its own rows
+    (``rsngd.sharding``). No rank builds a whole gradient or update.
     """
 
     def __init__(
@@ -125,6 +157,10 @@ class RSNGD(Optimizer):
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
         seed: int = 0,
+        cache_factors: bool = False,
+        stagger_renewals: bool = True,
+        partitioned: bool = False,
+        process_group: dist.ProcessGroup | None = None,
     ) -> None:
         defaults = dict(
             lr=lr,
@@ -144,6 +180,8 @@ class RSNGD(Optimizer):
             betas=betas,
             eps=eps,
             seed=seed,
+            cache_factors=cache_factors,
+            stagger_renewals=stagger_renewals,
             nonfinite_steps=0,
         )
         super().__init__(params, defaults)
@@ -153,8 +191,11 @@ class RSNGD(Optimizer):
         for key in ("history", "damping", "damping_mode", "momentum", "normalize"):
             if len({g[key] for g in global_groups}) > 1:
                 raise ValueError(f"groups with fisher='global' share one s × s system and need the same {key}")
-        # A stable integer id per parameter, used to derive its random subspace seeds.
-        self._pid = {p: i for i, p in enumerate(p for g in self.param_groups for p in g["params"])}
+        self._partitioned = bool(partitioned)
+        self._process_group = process_group
+        self._dist: bool | None = None  # decided at the first step
+        self._keys: dict[Tensor, int] | None = None  # seed key per parameter, built at the first step
+        self._cache: dict[Tensor, tuple[int, Factors]] = {}  # cache_factors: (seed, this rank's factor rows)
 
     @staticmethod
     def _check_group(group: dict[str, Any]) -> None:
@@ -175,6 +216,8 @@ class RSNGD(Optimizer):
             need(ok, f"{key} must be a finite number, got {v!r}")
             return float(v)
 
+        for key in ("cache_factors", "stagger_renewals"):
+            need(isinstance(group[key], bool), f"{key} must be True or False, got {group[key]!r}")
         need(number("lr") >= 0, f"lr must be >= 0, got {group['lr']}")
         integer("history", 1)
         integer("update_gap", 1)
@@ -205,140 +248,250 @@ class RSNGD(Optimizer):
 
     def add_param_group(self, param_group: dict[str, Any]) -> None:
         super().add_param_group(param_group)
-        if hasattr(self, "_pid"):
+        if hasattr(self, "_keys"):
             self._check_group(self.param_groups[-1])
-            for p in self.param_groups[-1]["params"]:
-                self._pid.setdefault(p, len(self._pid))
+            self._keys = None
+            self._dist = None
 
     @property
     def nonfinite_steps(self) -> int:
         """Number of (group) steps skipped because a gradient was not finite."""
-        return max(int(g["nonfinite_steps"]) for g in self.param_groups)
+        return max(int(g["nonfinite_steps"]) for g in self.param_groups)  # a device tensor: reading it syncs
 
     # ------------------------------------------------------------------ step
     @torch.no_grad()
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
-        """Perform one optimisation step; ``closure`` re-evaluates the model and returns the loss."""
+        """Perform one optimisation step; ``closure`` re-evaluates the model and returns the loss.
+
+        The step makes no host synchronisation: whether every gradient is finite is a device flag (summed over
+        the ranks when distributed), and every state change and update is committed through it, so a step with
+        a non-finite gradient anywhere changes no parameter and no moment or history (its counters advance).
+        """
         loss = None
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
-
-        grads = [(g, p) for g in self.param_groups for p in g["params"] if p.grad is not None]
-        for _, p in grads:
+        work = [(g, p) for g in self.param_groups for p in g["params"] if p.grad is not None]
+        for _, p in work:
             if p.grad.is_sparse:
                 raise RuntimeError("RSNGD does not support sparse gradients; use dense gradients")
-        if not grads:
+        distributed = self._distributed()
+        if not work and not distributed:
             return loss
-        finite = torch.stack([torch.isfinite(p.grad).all() for _, p in grads]).tolist()
-        is_finite = {p: ok for (_, p), ok in zip(grads, finite)}
-        any_global = any(g["rank"] is not None and g["fisher"] == "global" for g in self.param_groups)
-        if any_global and not all(finite):
-            # One system couples every projected tensor: skip the whole step.
-            for group in self.param_groups:
-                group["nonfinite_steps"] += 1
-            return loss
-        for group in self.param_groups:
-            if any(not is_finite[p] for p in group["params"] if p in is_finite):
-                group["nonfinite_steps"] += 1
+        device = local(work[0][1].grad).device if work else self._any_device()
+        bad = torch.zeros(1, dtype=torch.float64, device=device)
+        if work:
+            bad += torch.stack([local(p.grad).isfinite().all().logical_not() for _, p in work]).sum()
 
+        # 1. project every gradient (a shard's share of the core for a sharded one) and sum over the ranks
+        reducer = Reducer()
+        if distributed:
+            reducer.add(bad, [self._process_group])
+        entries: list[_Entry] = []
+        adam: list[tuple[dict[str, Any], Tensor]] = []
+        for group, p in work:
+            if group["rank"] is None or p.dim() < 2:
+                adam.append((group, p))
+                continue
+            e = self._prepare(p, group)
+            if e.layout.groups:
+                reducer.add(e.core, e.layout.groups)
+            entries.append(e)
+        reducer.run()
+        ok = bad[0] == 0
+        for e in entries:
+            if e.layout.average:
+                e.core /= math.prod(dist.get_world_size(g) for g in e.layout.groups)
+        self._count_nonfinite(ok)
+
+        # 2. push to the histories (committed only if ok), one Fisher system per tensor or for all
         systems: dict[str, list[_Entry]] = {"global": []}
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    if group["rank"] is not None and group["fisher"] == "global" and "hist" in self.state[p]:
-                        self._push(self.state[p], None)  # keep the window aligned across tensors
-                    continue
-                if not is_finite[p]:
-                    continue
-                if group["rank"] is None or p.dim() < 2:
-                    self._adamw(p, group)
-                    continue
-                entry = self._prepare(p, group)
-                key = "global" if group["fisher"] == "global" else f"tensor{id(p)}"
-                systems.setdefault(key, []).append(entry)
+        for e in entries:
+            e.state["hist"].copy_(torch.where(ok, _pushed(e.state["hist"], e.core), e.state["hist"]))
+            key = "global" if e.group["fisher"] == "global" else f"tensor{id(e.p)}"
+            systems.setdefault(key, []).append(e)
+        for group in self.param_groups:  # tensors of the global system without a gradient: a zero row
+            if group["rank"] is not None and group["fisher"] == "global":
+                for p in group["params"]:
+                    if p.grad is None and "hist" in self.state[p]:
+                        hist = self.state[p]["hist"]
+                        hist.copy_(torch.where(ok, _pushed(hist, None), hist))
+        if self._partitioned and any(g["rank"] is not None and g["fisher"] == "global" for g in self.param_groups):
+            self._precondition(systems["global"], device, reduce=True)  # every rank joins the sums
+        elif systems["global"]:
+            self._precondition(systems["global"], device, reduce=False)
+        for key, es in systems.items():
+            if key != "global":
+                self._precondition(es, device, reduce=False)
 
-        for entries in systems.values():
-            if entries:
-                self._precondition(entries)
-                self._apply(entries)
+        # 3. apply: each rank writes its own rows; nothing changes unless ok
+        for e in entries:
+            self._apply(e, ok)
+        for group, p in adam:
+            self._adamw(p, group, ok)
         return loss
+
+    def _distributed(self) -> bool:
+        """Whether this step needs collectives: sharded parameters, or a partition of the model (ZeRO)."""
+        if self._dist is None:
+            initialised = dist.is_available() and dist.is_initialized()
+            sharded = any(is_dtensor(p) for g in self.param_groups for p in g["params"])
+            if self._partitioned and not initialised:
+                raise RuntimeError("RSNGD(partitioned=True) needs torch.distributed to be initialised")
+            self._dist = initialised and (sharded or self._partitioned)
+        return self._dist
+
+    def _any_device(self) -> torch.device:
+        for g in self.param_groups:
+            for p in g["params"]:
+                return local(p).device
+        return torch.device("cpu")
+
+    def _count_nonfinite(self, ok: Tensor) -> None:
+        for group in self.param_groups:
+            count = group["nonfinite_steps"]
+            if not torch.is_tensor(count):
+                count = torch.full((), int(count), dtype=torch.int64, device=ok.device)
+            group["nonfinite_steps"] = count + (~ok).to(torch.int64)
 
     # ------------------------------------------------------------ projected
     def _prepare(self, p: Tensor, group: dict[str, Any]) -> _Entry:
-        """Initialise or renew the subspace, project the gradient and push it to the history."""
+        """Initialise or renew the subspace and project this rank's part of the gradient."""
         state = self.state[p]
-        grad = p.grad.to(compute_dtype(p.dtype))  # float32, or float64 for float64 parameters
+        lay = layout(p, p.grad)
+        grad = local(p.grad).to(compute_dtype(p.dtype))  # float32, or float64 for float64 parameters
         ranks = clamp_ranks(p.shape, group["rank"])
         s = group["history"]
+        if group["projection"] == "svd" and (lay.sharded or lay.groups):
+            raise ValueError("projection='svd' needs whole gradients; use projection='random' with sharded parameters")
+        if group["residual"] == "fira" and (lay.sharded or lay.groups):
+            raise ValueError("residual='fira' needs whole-tensor norms; it is not supported with sharded parameters")
         if "hist" not in state:
             state["step"] = 0
             state["basis_step"] = 0
             state["renewals"] = 0
-            factors = self._new_factors(p, group, grad, ranks, renewal=0)
-            k = math.prod(core_shape(p.shape, factors))
-            state["hist"] = torch.zeros(s, k, dtype=grad.dtype, device=p.device)
+            full = self._new_factors(p, group, grad, ranks, renewal=0)
+            k = math.prod(core_shape(p.shape, full))
+            state["hist"] = torch.zeros(s, k, dtype=grad.dtype, device=grad.device)
             if group["residual"] == "fira":
-                state["residual_norm"] = torch.zeros((), dtype=grad.dtype, device=p.device)
-        elif state["step"] - state["basis_step"] >= group["update_gap"]:
-            old = self._factors(p, group, state)
+                state["residual_norm"] = torch.zeros((), dtype=grad.dtype, device=grad.device)
+            factors = self._keep(p, group, full, lay)
+        elif self._renews(p, group, state["step"]):
+            old = self._full_factors(p, group, state, grad.device)
             state["renewals"] += 1
-            factors = self._new_factors(p, group, grad, ranks, renewal=state["renewals"])
-            cshape = core_shape(p.shape, factors)
+            full = self._new_factors(p, group, grad, ranks, renewal=state["renewals"])
+            cshape = core_shape(p.shape, full)
             hist = state["hist"].view(s, *cshape)
-            state["hist"] = change_basis(hist, old, factors, batch_dims=1).reshape(s, -1).contiguous()
+            state["hist"] = change_basis(hist, old, full, batch_dims=1).reshape(s, -1).contiguous()
             state["basis_step"] = state["step"]
+            factors = self._keep(p, group, full, lay)
         else:
-            factors = self._factors(p, group, state)
+            factors = self._local_factors(p, group, state, lay, grad.device)
         state["step"] += 1
-        core = project(grad, factors).reshape(-1)
-        self._push(state, core)
-        return _Entry(p=p, group=group, state=state, grad=grad, core=core, factors=factors)
+        core = project_local(grad, factors, lay.offsets, lay.full_shape).reshape(-1).contiguous()
+        return _Entry(p=p, group=group, state=state, grad=grad, core=core, factors=factors, layout=lay)
+
+    def _renews(self, p: Tensor, group: dict[str, Any], step: int) -> bool:
+        """Whether ``p`` gets a new subspace before its step number ``step`` (every ``update_gap`` steps).
+
+        With ``stagger_renewals`` each tensor's renewals are shifted by a phase in [0, update_gap) taken from its
+        seed key (consecutive tensors get consecutive phases when keyed by position), so a step renews about
+        1/update_gap of the tensors instead of all of them at once.
+        """
+        gap = group["update_gap"]
+        phase = self._seed_key(p) % gap if group["stagger_renewals"] else 0
+        return step > 0 and (step + phase) % gap == 0
+
+    def _seed_key(self, p: Tensor) -> int:
+        """A stable number for ``p``: from its name when the optimizer knows it, else its place in the groups."""
+        if self._keys is None:
+            self._keys = {}
+            index = 0
+            for g in self.param_groups:
+                names = g.get("param_names")
+                for i, q in enumerate(g["params"]):
+                    name = names[i] if names is not None else getattr(q, "_rsngd_name", None)
+                    self._keys[q] = name_key(name) if name is not None else index
+                    index += 1
+        return self._keys[p]
 
     def _new_factors(self, p: Tensor, group: dict[str, Any], grad: Tensor, ranks: list[int], renewal: int) -> Factors:
+        """Whole factors of a new subspace (the seed goes to the state; svd factors too)."""
         state = self.state[p]
         if group["projection"] == "random":
-            state["seed"] = mix_seed(group["seed"], self._pid[p], renewal)
-            return random_factors(p.shape, ranks, state["seed"], device=p.device, dtype=grad.dtype)
+            state["seed"] = mix_seed(group["seed"], self._seed_key(p), renewal)
+            return random_factors(p.shape, ranks, state["seed"], device=grad.device, dtype=grad.dtype)
         factors = svd_factors(grad, ranks)
         for i, u in enumerate(factors):
             if u is not None:
                 state[f"U{i}"] = u
         return factors
 
-    def _factors(self, p: Tensor, group: dict[str, Any], state: dict[str, Any]) -> Factors:
-        """The current factors: regenerated from the seed, or read from the state (svd)."""
-        ranks = clamp_ranks(p.shape, group["rank"])
+    def _full_factors(self, p: Tensor, group: dict[str, Any], state: dict[str, Any], device: torch.device) -> Factors:
+        """The current whole factors: regenerated from the seed, or read from the state (svd)."""
         if group["projection"] == "random":
-            return random_factors(p.shape, ranks, state["seed"], device=p.device, dtype=compute_dtype(p.dtype))
+            ranks = clamp_ranks(p.shape, group["rank"])
+            return random_factors(p.shape, ranks, state["seed"], device=device, dtype=compute_dtype(p.dtype))
         return [state.get(f"U{i}") for i in range(p.dim())]
 
-    @staticmethod
-    def _push(state: dict[str, Any], core: Tensor | None) -> None:
-        """Drop the oldest row of the history and append ``core`` (zeros for None)."""
-        hist = state["hist"]
-        hist[:-1] = hist[1:].clone()
-        if core is None:
-            hist[-1].zero_()
-        else:
-            hist[-1] = core
+    def _keep(self, p: Tensor, group: dict[str, Any], full: Factors, lay: Layout) -> Factors:
+        """This rank's rows of the factors, cached until the next renewal if the group asks for it."""
+        factors = slice_factors(full, lay.offsets, lay.local_shape)
+        if group["cache_factors"] and group["projection"] == "random":
+            # Clone the slices: a view would keep the whole factor alive.
+            kept = [None if u is None else u.clone() for u in factors]
+            self._cache[p] = (self.state[p]["seed"], kept)
+            return kept
+        self._cache.pop(p, None)
+        return factors
 
-    def _precondition(self, entries: list[_Entry]) -> None:
-        """Solve (λI + GᵀG) c = w once for the system and set each update to G_p c."""
-        group = entries[0].group
+    def _local_factors(
+        self, p: Tensor, group: dict[str, Any], state: dict[str, Any], lay: Layout, device: torch.device
+    ) -> Factors:
+        cached = self._cache.get(p)
+        if cached is not None and cached[0] == state.get("seed"):
+            return cached[1]
+        return self._keep(p, group, self._full_factors(p, group, state, device), lay)
+
+    def factor_cache_bytes(self) -> int:
+        """Bytes of the cached factors (``cache_factors=True``): memory held between steps, as the state is."""
+        return sum(u.numel() * u.element_size() for _, fs in self._cache.values() for u in fs if u is not None)
+
+    def _precondition(self, entries: list[_Entry], device: torch.device, reduce: bool) -> None:
+        """Solve (λI + GᵀG) c = w once for the system and set each update to G_p c.
+
+        With ``reduce`` (a partition of the global system, ZeRO), GᵀG and the number of filled rows are summed
+        over the ranks, so every rank solves the system of all tensors.
+        """
+        group = entries[0].group if entries else self._global_group()
         s = group["history"]
-        gram = fisher_gram([e.state["hist"] for e in entries])  # (s, s) float64
-        filled = max(min(e.state["step"], s) for e in entries)
-        beta = group["momentum"]
-        device = gram.device
-        # Momentum weights over the window, newest last; only filled rows count.
+        if entries:
+            gram = fisher_gram([e.state["hist"] for e in entries])  # (s, s) float64
+            filled_local = max(min(e.state["step"], s) for e in entries)
+        else:
+            gram = torch.zeros(s, s, dtype=torch.float64, device=device)
+            filled_local = 0
         ages = torch.arange(s - 1, -1, -1, dtype=torch.float64, device=device)
+        if reduce:
+            # Filled rows: the largest over the ranks, as a one-hot summed (> 0 where some rank has it).
+            onehot = (torch.arange(s + 1, device=device) == filled_local).to(torch.float64)
+            packed = torch.cat([gram.reshape(-1), onehot])
+            dist.all_reduce(packed, group=self._process_group)
+            gram = packed[: s * s].view(s, s)
+            present = packed[s * s :] > 0
+            filled = (torch.arange(s + 1, device=device) * present).max().to(torch.float64)
+        else:
+            filled = torch.full((), filled_local, dtype=torch.float64, device=device)
+        beta = group["momentum"]
+        # Momentum weights over the window, newest last; only filled rows count.
         w = torch.where(ages < filled, beta**ages, torch.zeros((), dtype=torch.float64, device=device))
-        w = w / w.sum()
-        lam = torch.tensor(group["damping"], dtype=torch.float64, device=device)
+        w = w / w.sum().clamp_min(1e-300)
+        mean_eig = torch.diagonal(gram).sum() / filled.clamp_min(1)
         if group["damping_mode"] == "relative":
-            mean_eig = torch.diagonal(gram).sum() / filled
-            lam = torch.where(mean_eig > 0, lam * mean_eig, lam)  # all-zero history: any λ gives 0
+            # All-zero history: any λ gives 0; keep λ itself.
+            lam = torch.where(mean_eig > 0, group["damping"] * mean_eig, torch.full_like(mean_eig, group["damping"]))
+        else:
+            lam = torch.full_like(mean_eig, group["damping"])
         c, _ = damped_cholesky_solve(gram, w, lam)
         # c can exceed the float32 range when λ is tiny; apply its direction, then its size.
         c_scale = c.abs().max().clamp_min(1e-300)
@@ -350,51 +503,61 @@ class RSNGD(Optimizer):
             for e in entries:
                 e.update = e.update / (e.update.pow(2).mean().sqrt() + eps)
         else:  # an ablation setting
-            updates = ablations.normalize([e.update for e in entries], group["normalize"], c_scale, eps)
+            updates = ablations.normalize(
+                [e.update for e in entries], group["normalize"], c_scale, eps, reduce, self._process_group
+            )
             for e, u in zip(entries, updates):
                 e.update = u
 
-    def _apply(self, entries: list[_Entry]) -> None:
-        for e in entries:
-            group, p = e.group, e.p
+    def _global_group(self) -> dict[str, Any]:
+        return next(g for g in self.param_groups if g["rank"] is not None and g["fisher"] == "global")
+
+    def _apply(self, e: _Entry, ok: Tensor) -> None:
+        group, p, lay = e.group, e.p, e.layout
+        update = project_back_local(
+            e.update.view(core_shape(p.shape, e.factors)) * group["scale"],
+            e.factors,
+            lay.offsets,
+            lay.local_shape,
+        )
+        if group["residual"] != "none":  # an ablation setting
             cshape = core_shape(p.shape, e.factors)
-            update = project_back(e.update.view(cshape) * group["scale"], e.factors)
-            if group["residual"] != "none":  # an ablation setting
-                residual = e.grad - project_back(e.core.view(cshape), e.factors)
-                if group["residual"] == "sign":
-                    residual = ablations.sign_residual(residual)
-                else:
-                    residual, e.state["residual_norm"] = ablations.fira_residual(
-                        residual, e.update, e.core, e.state["residual_norm"]
-                    )
-                update = update + group["residual_scale"] * residual
-            if group["weight_decay"] != 0:
-                p.mul_(1 - group["lr"] * group["weight_decay"])
-            p.add_(update.to(p.dtype), alpha=-group["lr"])
+            residual = e.grad - project_back_local(e.core.view(cshape), e.factors, lay.offsets, lay.local_shape)
+            if group["residual"] == "sign":
+                residual = ablations.sign_residual(residual)
+            else:
+                residual, norm = ablations.fira_residual(residual, e.update, e.core, e.state["residual_norm"])
+                e.state["residual_norm"].copy_(torch.where(ok, norm, e.state["residual_norm"]))
+            update = update + group["residual_scale"] * residual
+        _write(local(p), update, group, ok)
 
     # ----------------------------------------------------------------- AdamW
-    def _adamw(self, p: Tensor, group: dict[str, Any]) -> None:
+    def _adamw(self, p: Tensor, group: dict[str, Any], ok: Tensor) -> None:
         state = self.state[p]
-        grad = p.grad.to(compute_dtype(p.dtype))
+        dtype = compute_dtype(p.dtype)
         if "exp_avg" not in state:
             state["step"] = 0
-            state["exp_avg"] = torch.zeros_like(grad)
-            state["exp_avg_sq"] = torch.zeros_like(grad)
+            # zeros_like keeps a DTensor's placements: the moments are sharded as the parameter is.
+            state["exp_avg"] = torch.zeros_like(p, dtype=dtype)
+            state["exp_avg_sq"] = torch.zeros_like(p, dtype=dtype)
+        grad = torch.where(ok, local(p.grad).to(dtype), 0.0)
+        okf = ok.to(dtype)
         beta1, beta2 = group["betas"]
         state["step"] += 1
         step = state["step"]
-        state["exp_avg"].lerp_(grad, 1 - beta1)
-        state["exp_avg_sq"].mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-        denom = (state["exp_avg_sq"] / (1 - beta2**step)).sqrt_().add_(group["eps"])
-        update = state["exp_avg"] / (1 - beta1**step) / denom
-        if group["weight_decay"] != 0:
-            p.mul_(1 - group["lr"] * group["weight_decay"])
-        p.add_(update.to(p.dtype), alpha=-group["lr"])
+        exp_avg, exp_avg_sq = local(state["exp_avg"]), local(state["exp_avg_sq"])
+        exp_avg.lerp_(grad, okf * (1 - beta1))
+        exp_avg_sq.mul_(1 - okf * (1 - beta2)).addcmul_(grad, grad, value=1 - beta2)
+        denom = (exp_avg_sq / (1 - beta2**step)).sqrt_().add_(group["eps"])
+        update = exp_avg / (1 - beta1**step) / denom
+        _write(local(p), update, group, ok)
 
     # ----------------------------------------------------------------- state
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Load a state dict exactly: the float32 state is not cast to the parameters' dtype."""
         super().load_state_dict(state_dict)
+        self._cache.clear()
+        self._keys = None
         saved_ids = [i for g in state_dict["param_groups"] for i in g["params"]]
         params = [p for g in self.param_groups for p in g["params"]]
         for saved_id, p in zip(saved_ids, params):
@@ -415,3 +578,42 @@ def fisher_gram(hists: list[Tensor]) -> Tensor:
         gram = part if gram is None else gram + part
     assert gram is not None
     return gram
+
+
+def _pushed(hist: Tensor, core: Tensor | None) -> Tensor:
+    """The history with its oldest row dropped and ``core`` (zeros for None) appended as the newest."""
+    new = core.to(hist.dtype)[None] if core is not None else hist.new_zeros(1, hist.shape[1])
+    return torch.cat([hist[1:], new])
+
+
+def _write(param: Tensor, update: Tensor, group: dict[str, Any], ok: Tensor) -> None:
+    """Decoupled weight decay and ``param -= lr · update``, both only where ``ok`` (a device flag)."""
+    lr = group["lr"]
+    if group["weight_decay"] != 0:
+        param.mul_(torch.where(ok, 1 - lr * group["weight_decay"], 1.0).to(param.dtype))
+    param.add_(torch.where(ok, update, 0.0).to(param.dtype), alpha=-lr)
+
+
+_WRAPPERS = ("_orig_mod.", "_fsdp_wrapped_module.", "_checkpoint_wrapped_module.")
+
+
+def name_key(name: str) -> int:
+    """A parameter's seed key from its fully-qualified name, ignoring wrappers (DDP's leading ``module.``,
+    ``torch.compile``'s ``_orig_mod.``, FSDP1 and activation-checkpoint wrappers), so the same parameter gets
+    the same random subspaces however the model is wrapped or partitioned."""
+    for w in _WRAPPERS:
+        name = name.replace(w, "")
+    if name.startswith("module."):
+        name = name[len("module.") :]
+    return int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), "little") >> 1
+
+
+def tag_parameter_names(module: torch.nn.Module) -> None:
+    """Record each parameter's name on it, for optimizers built from bare parameters.
+
+    ``torch.distributed.optim.ZeroRedundancyOptimizer`` hands each rank's RSNGD only its partition of the
+    parameters, without names; tagged parameters still get subspace seeds from their names, so the factors do
+    not depend on the world size or the partition. Optimizers given ``named_parameters()`` do not need it.
+    """
+    for name, p in module.named_parameters():
+        p._rsngd_name = name  # type: ignore[attr-defined]

@@ -14,7 +14,11 @@ are kept whole and cost nothing.
 Two kinds of factors:
 
 * :func:`random_factors`: orthonormalised Gaussian matrices generated from an
-  integer seed, so a subspace is stored as one integer and regenerated on demand;
+  integer seed, so a subspace is stored as one integer and regenerated on demand. The
+  Gaussians come from a counter-based generator written in integer tensor ops
+  (splitmix64 of the element index), so the same seed gives the same factors on any
+  device (CPU and CUDA agree up to the rounding of log/cos/QR) and any row of a
+  factor can be produced without the others' random numbers;
 * :func:`svd_factors`: the leading left singular vectors of each mode unfolding of
   a gradient (the SVD for a matrix, the HOSVD for d > 2).
 """
@@ -33,11 +37,15 @@ __all__ = [
     "change_basis",
     "clamp_ranks",
     "core_shape",
+    "counter_normal",
     "mix_seed",
     "mode_product",
     "project",
     "project_back",
+    "project_back_local",
+    "project_local",
     "random_factors",
+    "slice_factors",
     "svd_factors",
 ]
 
@@ -79,6 +87,50 @@ def mode_product(x: Tensor, matrix: Tensor, mode: int) -> Tensor:
     return out.movedim(-1, mode)
 
 
+_GOLDEN = 0x9E3779B97F4A7C15
+_M1 = 0xBF58476D1CE4E5B9
+_M2 = 0x94D049BB133111EB
+
+
+def _signed(c: int) -> int:
+    """A 64-bit constant as the int64 with the same bits."""
+    return c - (1 << 64) if c >= 1 << 63 else c
+
+
+def _shr(x: Tensor, k: int) -> Tensor:
+    """Logical right shift of int64 bits (torch's ``>>`` is arithmetic)."""
+    return (x >> k) & ((1 << (64 - k)) - 1)
+
+
+def _splitmix(x: Tensor) -> Tensor:
+    """splitmix64 on int64 tensors (multiplication wraps modulo 2⁶⁴ on every device)."""
+    x = x + _signed(_GOLDEN)
+    x = (x ^ _shr(x, 30)) * _signed(_M1)
+    x = (x ^ _shr(x, 27)) * _signed(_M2)
+    return x ^ _shr(x, 31)
+
+
+def counter_normal(
+    n: int, r: int, seed: int, device: torch.device | str | None = None, dtype: torch.dtype = torch.float64
+) -> Tensor:
+    """Standard normal (n, r) matrix from ``seed``; elements 2j and 2j + 1 (row-major) come from counter j only.
+
+    One splitmix64 of (counter XOR key) gives two 32-bit uniforms, and Box–Muller turns them into two
+    normals. Integer ops are exact on every device, so CPU and CUDA draw the same numbers up to the last bit
+    of log, sin and cos.
+    """
+    key = _signed(mix_seed(seed) & ((1 << 63) - 1))
+    pairs = (n * r + 1) // 2
+    bits = _splitmix(torch.arange(pairs, dtype=torch.int64, device=device) ^ key)
+    scale = 2.0**-32
+    u1 = (_shr(bits, 32).to(torch.float64) + 0.5) * scale  # in (0, 1)
+    u2 = ((bits & 0xFFFFFFFF).to(torch.float64) + 0.5) * scale
+    radius = torch.sqrt(-2.0 * torch.log(u1))
+    angle = (2 * torch.pi) * u2
+    z = torch.stack([radius * torch.cos(angle), radius * torch.sin(angle)], dim=1).reshape(-1)[: n * r]
+    return z.view(n, r).to(dtype)
+
+
 def random_factors(
     shape: Sequence[int],
     ranks: Sequence[int],
@@ -88,23 +140,31 @@ def random_factors(
 ) -> Factors:
     """Orthonormal random factors, one per mode, regenerated exactly from ``seed``.
 
-    Modes with ``rank >= size`` get ``None`` (identity). The same seed, shapes,
-    device and dtype always give the same factors.
+    Mode i's factor is the Q of the Householder QR factorisation (in ``dtype``, float32 at least; R with a
+    positive diagonal, so Q is unique and Haar-distributed) of :func:`counter_normal` with seed
+    ``mix_seed(seed, i)``. Modes with ``rank >= size`` get ``None`` (identity). The same seed, shapes and dtype
+    give the same factors on every device, up to rounding.
     """
     device = torch.device(device) if device is not None else torch.device("cpu")
-    gen = torch.Generator(device=device)
-    gen.manual_seed(int(seed))
     factors: Factors = []
-    for n, r in zip(shape, ranks):
+    for mode, (n, r) in enumerate(zip(shape, ranks)):
         if r >= n:
             factors.append(None)
             continue
-        gauss = torch.randn(n, r, generator=gen, device=device, dtype=torch.float32)
-        q, rr = torch.linalg.qr(gauss)
-        # Fix the sign ambiguity of QR so that q is Haar-distributed and well defined.
-        q = q * torch.sign(torch.diagonal(rr)).where(torch.diagonal(rr) != 0, torch.ones(()))
+        work = torch.promote_types(dtype, torch.float32)
+        q, rr = torch.linalg.qr(counter_normal(n, r, mix_seed(seed, mode), device=device, dtype=work))
+        d = torch.diagonal(rr)
+        q = q * torch.where(d < 0, -1.0, 1.0).to(q.dtype)  # positive diagonal of R: Q is unique
         factors.append(q.to(dtype))
     return factors
+
+
+def slice_factors(factors: Factors, offsets: Sequence[int], local_shape: Sequence[int]) -> Factors:
+    """The rows of each factor that belong to a shard starting at ``offsets`` with ``local_shape``."""
+    out: Factors = []
+    for u, o, n in zip(factors, offsets, local_shape):
+        out.append(u if u is None or (o == 0 and n == u.shape[0]) else u.narrow(0, o, n))
+    return out
 
 
 def unfold(x: Tensor, mode: int) -> Tensor:
@@ -163,3 +223,35 @@ def change_basis(core: Tensor, old: Factors, new: Factors, batch_dims: int = 0) 
             raise ValueError("old and new factors must use the identity on the same modes")
         out = mode_product(out, (u_new.T @ u_old).to(out.dtype), mode + batch_dims)
     return out
+
+
+def project_local(g: Tensor, factors: Factors, offsets: Sequence[int], full_shape: Sequence[int]) -> Tensor:
+    """A shard's share of the core: summed over the shards of a tensor, it is ``project`` of the whole tensor.
+
+    ``g`` holds the rows ``offsets[i] : offsets[i] + g.shape[i]`` of each mode i of a tensor of
+    ``full_shape``; ``factors`` are already sliced to those rows (:func:`slice_factors`). A mode kept whole
+    (factor ``None``) but sharded puts the shard's rows at their place in a zero core.
+    """
+    x = g
+    for mode, u in enumerate(factors):
+        if u is not None:
+            x = mode_product(x, u.T.to(x.dtype), mode)
+        elif x.shape[mode] != full_shape[mode]:
+            shape = list(x.shape)
+            shape[mode] = full_shape[mode]
+            padded = x.new_zeros(shape)
+            padded.narrow(mode, offsets[mode], x.shape[mode]).copy_(x)
+            x = padded
+    return x
+
+
+def project_back_local(core: Tensor, factors: Factors, offsets: Sequence[int], local_shape: Sequence[int]) -> Tensor:
+    """The rows of ``project_back(core, full_factors)`` that belong to a shard (``factors`` already sliced)."""
+    x = core
+    for mode, u in enumerate(factors):  # narrow the whole modes first: less work after
+        if u is None and x.shape[mode] != local_shape[mode]:
+            x = x.narrow(mode, offsets[mode], local_shape[mode])
+    for mode, u in enumerate(factors):
+        if u is not None:
+            x = mode_product(x, u.to(x.dtype), mode)
+    return x

@@ -58,21 +58,25 @@ def damped_cholesky_solve(
         return rhs.clone(), lam
     gram = 0.5 * (gram + gram.transpose(-1, -2))  # exact symmetry for the factorisation
     eye = torch.eye(s, dtype=torch.float64, device=gram.device)
-    z = torch.zeros_like(rhs)
-    pending = torch.ones(gram.shape[:-2], dtype=torch.bool, device=gram.device)
-    for _ in range(max_retries + 1):
-        system = gram + lam[..., None, None] * eye
-        chol, info = torch.linalg.cholesky_ex(system)
-        # Forward then backward substitution with the triangular factor.
-        y = torch.linalg.solve_triangular(chol, rhs.unsqueeze(-1), upper=False)
-        sol = torch.linalg.solve_triangular(chol.transpose(-1, -2), y, upper=True).squeeze(-1)
-        ok = (info == 0) & torch.isfinite(sol).all(dim=-1)
-        take = pending & ok
-        z = torch.where(take[..., None], sol, z)
-        pending = pending & ~ok
-        if not bool(pending.any()):
-            break
-        lam = torch.where(pending, lam * 10.0, lam)
+    # Every candidate damping λ·10^k, k = 0..max_retries, is factorised at once (a batch of tiny s × s
+    # systems), and each system takes the first that works: the same result as retrying one at a time, with
+    # no host synchronisation.
+    tries = max_retries + 1
+    factors = torch.full((tries,), 10.0, dtype=torch.float64, device=gram.device)
+    factors[0] = 1.0
+    lams = lam[..., None] * torch.cumprod(factors, 0)  # (..., tries): λ, λ·10, λ·10·10, …
+    system = gram[..., None, :, :] + lams[..., None, None] * eye
+    chol, info = torch.linalg.cholesky_ex(system)
+    b = rhs[..., None, :, None].expand(*rhs.shape[:-1], tries, s, 1)
+    # Forward then backward substitution with the triangular factor.
+    y = torch.linalg.solve_triangular(chol, b, upper=False)
+    sol = torch.linalg.solve_triangular(chol.transpose(-1, -2), y, upper=True).squeeze(-1)
+    ok = (info == 0) & torch.isfinite(sol).all(dim=-1)  # (..., tries)
+    first = ok.to(torch.int64).argmax(dim=-1, keepdim=True)  # the first that worked (0 if none did)
+    found = ok.any(dim=-1)
+    z = torch.gather(sol, -2, first[..., None].expand(*first.shape, s)).squeeze(-2)
+    z = torch.where(found[..., None], z, torch.zeros_like(z))
+    lam = torch.where(found, torch.gather(lams, -1, first).squeeze(-1), lams[..., -1])
     # A system that never factorised keeps z = 0 and its last (largest) damping.
     return z, lam
 
