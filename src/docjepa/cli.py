@@ -147,7 +147,13 @@ def cmd_pretrain(args: argparse.Namespace) -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     cfg = load_config(PretrainConfig, args.config, args.overrides)
     last = pretrain(cfg, args.out, resume=args.resume, progress=not args.no_progress)
-    print(json.dumps({"out": str(args.out), **last}, indent=1))
+    _print_result({"out": str(args.out), **last})
+
+
+def _print_result(result: dict) -> None:
+    """The run's last metrics as JSON on stdout, once: by rank 0 of a torchrun launch."""
+    if os.environ.get("RANK", "0") == "0":
+        print(json.dumps(result, indent=1))
 
 
 def _train_command(kind: str):
@@ -168,7 +174,7 @@ def _train_command(kind: str):
             from .train.question_tower import pretrain_clip as train
         cfg = load_config(Config, args.config, args.overrides)
         last = train(cfg, args.out, resume=args.resume, progress=not args.no_progress)
-        print(json.dumps({"out": str(args.out), **last}, indent=1))
+        _print_result({"out": str(args.out), **last})
 
     return run
 

@@ -14,6 +14,8 @@ def _walk(obj: Any, seen_objects: set[int], storages: dict[int, int], logical: b
         return
     seen_objects.add(id(obj))
     if torch.is_tensor(obj):
+        if hasattr(obj, "to_local"):  # a DTensor: this process's shard is what it holds
+            obj = obj.to_local()
         if logical or obj.is_sparse or obj.layout != torch.strided:
             storages[id(obj)] = obj.numel() * obj.element_size()
             return

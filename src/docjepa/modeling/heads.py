@@ -21,10 +21,13 @@ class MLMHead(nn.Module):
 
 
 def mlm_loss(head: MLMHead, fused_text: Tensor, labels: Tensor) -> Tensor:
-    """Cross-entropy on the positions with a label (others are −100); only those positions are decoded."""
+    """Cross-entropy on the positions with a label (others are −100); only those positions are decoded.
+
+    Without any label the loss is 0 but the head still runs (on one position): every process of a sharded or
+    data-parallel run must give every parameter a gradient, whatever its batch holds."""
     chosen = labels != -100
     if not bool(chosen.any()):
-        return fused_text.sum() * 0.0
+        return head(fused_text[:, :1]).float().sum() * 0.0
     return F.cross_entropy(head(fused_text[chosen]).float(), labels[chosen])
 
 

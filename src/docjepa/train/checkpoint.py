@@ -38,11 +38,13 @@ def set_rng_state(state: dict) -> None:
 
 
 def save_checkpoint(
-    out: Path, step: int, model, optimizer, scheduler, extra: dict, keep: int = 2, save_extra=None
+    out: Path, step: int, model, optimizer, scheduler, extra: dict, keep: int = 2, save_extra=None, weights=None
 ) -> Path:
     """Write checkpoint ``step`` under ``out/checkpoints`` atomically; keep the newest ``keep``.
 
-    ``save_extra(model_dir)`` may add files (tokenizers) to the model folder, making it self-contained.
+    ``optimizer`` is an optimizer or its state dict. ``save_extra(model_dir)`` may add files (tokenizers) to the
+    model folder, making it self-contained. ``weights``: the model's whole state dict when the model itself
+    holds only shards (FSDP2).
     """
     root = out / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
@@ -50,10 +52,13 @@ def save_checkpoint(
     tmp = root / f".tmp-step-{step:07d}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
-    model.save_pretrained(tmp / "model")
+    if weights is None:
+        model.save_pretrained(tmp / "model")
+    else:
+        model.save_pretrained(tmp / "model", state_dict=weights)
     if save_extra is not None:
         save_extra(tmp / "model")
-    torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+    torch.save(optimizer if isinstance(optimizer, dict) else optimizer.state_dict(), tmp / "optimizer.pt")
     torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
     torch.save({"step": step, "rng": rng_state(), **extra}, tmp / "state.pt")
     if final.exists():

@@ -8,21 +8,23 @@ from collections.abc import Iterator
 import torch
 
 from ..data.shards import DocumentDataset
+from .distributed import ONE, World, check_batch, rank_positions
 
 log = logging.getLogger("docjepa.train")
 
 
 class PositionSampler(torch.utils.data.Sampler[int]):
-    """Yields sample positions start, start+1, … forever (or up to ``stop``)."""
+    """Yields sample positions start, start+1, … forever (or up to ``stop``); with several processes, this
+    process's slice of each global micro-batch of ``batch_size`` positions."""
 
-    def __init__(self, start: int = 0, stop: int | None = None) -> None:
-        self.start, self.stop = start, stop
+    def __init__(self, start: int = 0, stop: int | None = None, batch_size: int = 1, world: World = ONE) -> None:
+        self.start, self.stop, self.batch_size, self.world = start, stop, batch_size, world
 
     def __iter__(self) -> Iterator[int]:
-        p = self.start
-        while self.stop is None or p < self.stop:
+        for p in rank_positions(self.start, self.batch_size, self.world):
+            if self.stop is not None and p >= self.stop:
+                return
             yield p
-            p += 1
 
 
 class EpochDataset(torch.utils.data.Dataset):
@@ -60,12 +62,13 @@ class EpochDataset(torch.utils.data.Dataset):
         return position, (page if self.pairs is None else (page, self.pairs[i][1]))
 
 
-def make_loader(dataset: EpochDataset, collate, batch_size: int, start: int, workers: int):
-    """A DataLoader from sample position ``start``; its own generator keeps the global RNG untouched."""
+def make_loader(dataset: EpochDataset, collate, batch_size: int, start: int, workers: int, world: World = ONE):
+    """A DataLoader from sample position ``start`` (this process's share of each micro-batch of ``batch_size``);
+    its own generator keeps the global RNG untouched."""
     return torch.utils.data.DataLoader(
         dataset,
-        batch_size=batch_size,
-        sampler=PositionSampler(start),
+        batch_size=check_batch(batch_size, world),
+        sampler=PositionSampler(start, batch_size=batch_size, world=world),
         collate_fn=collate,
         num_workers=workers,
         generator=torch.Generator(),

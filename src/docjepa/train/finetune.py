@@ -22,6 +22,7 @@ from ..modeling.prompt_encoder import tower_spec
 from ..modeling.segmentation import DocJepaForSegmentation
 from ..modeling.sentence_encoder import resolve_tower
 from .data import EpochDataset
+from .distributed import DistConfig
 from .optim import OptimConfig
 from .trainer import RunConfig, Task, Trainer
 
@@ -89,6 +90,7 @@ class FinetuneConfig:
     data: SegDataConfig = field(default_factory=SegDataConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     run: RunConfig = field(default_factory=RunConfig)
+    dist: DistConfig = field(default_factory=DistConfig)
     multimask: bool = True
     """Train the 3 outputs with SAM's best-of-3 loss (False: one output)."""
     ablation: FinetuneAblations = field(default_factory=FinetuneAblations)
@@ -229,4 +231,5 @@ def finetune(
 ) -> dict:
     """Run (or resume) fine-tuning into ``out``; returns the last logged metrics."""
     task = FinetuneTask(cfg)  # resolves the question tower name before the config is written
-    return Trainer(out, cfg.run, cfg.optim, cfg, resume=resume, progress=progress).fit(task, stop_after=stop_after)
+    trainer = Trainer(out, cfg.run, cfg.optim, cfg, resume=resume, progress=progress, dist=cfg.dist)
+    return trainer.fit(task, stop_after=stop_after)

@@ -15,6 +15,7 @@ from ..data.source import DataConfig, load_tokenizer
 from ..modeling import DocJepaForPretraining, LossWeights, build_config
 from ..modeling.ijepa import ema_momentum
 from .data import EpochDataset
+from .distributed import DistConfig
 from .optim import OptimConfig
 from .trainer import RunConfig, Task, Trainer
 
@@ -41,6 +42,7 @@ class PretrainConfig:
     loss: LossWeights = field(default_factory=LossWeights)
     optim: OptimConfig = field(default_factory=OptimConfig)
     run: RunConfig = field(default_factory=RunConfig)
+    dist: DistConfig = field(default_factory=DistConfig)
 
 
 class PretrainTask(Task):
@@ -99,5 +101,5 @@ def pretrain(
     cfg: PretrainConfig, out: Path, resume: bool = False, progress: bool = True, stop_after: int | None = None
 ) -> dict:
     """Run (or resume) pre-training into ``out``; returns the last logged metrics."""
-    trainer = Trainer(out, cfg.run, cfg.optim, cfg, resume=resume, progress=progress)
+    trainer = Trainer(out, cfg.run, cfg.optim, cfg, resume=resume, progress=progress, dist=cfg.dist)
     return trainer.fit(PretrainTask(cfg), stop_after=stop_after)

@@ -31,8 +31,10 @@ from tqdm.auto import tqdm
 
 from ..config import to_dict
 from ..errors import ConfigError, UsageError, positive
-from .checkpoint import latest_checkpoint, load_state, save_checkpoint, set_rng_state
+from . import distributed as D
+from .checkpoint import latest_checkpoint, load_state, rng_state, save_checkpoint, set_rng_state
 from .data import EpochDataset, make_loader
+from .distributed import DistConfig, World
 from .metrics_log import MetricsLogger, peak_memory_mb, read_metrics
 from .optim import OptimConfig, build_optimizer, build_schedule
 
@@ -83,9 +85,11 @@ RESUME_SAFE = (
     "run.keep_checkpoints",
     "run.device",
     "run.threads",
+    "dist.strategy",
 )
-"""Settings a resumed run may change (its length, how often it logs and saves, where it runs); a change to any
-other setting is refused, since the restored model and optimizer were made with the old one."""
+"""Settings a resumed run may change (its length, how often it logs and saves, where and on how many processes
+it runs); a change to any other setting is refused, since the restored model and optimizer were made with the
+old one."""
 
 
 class Task:
@@ -245,9 +249,12 @@ class Trainer:
         resume: bool = False,
         progress: bool = True,
         resume_ignores: Sequence[str] = (),
+        dist: DistConfig | None = None,
     ) -> None:
         self.out, self.run, self.optim, self.config = Path(out), run, optim, config
         self.resume, self.progress, self.resume_ignores = resume, progress, tuple(resume_ignores)
+        self.dist = dist or DistConfig()
+        self.world = World()
 
     # ------------------------------------------------------------------ run folder
     @staticmethod
@@ -301,16 +308,37 @@ class Trainer:
         lines = read_metrics(self.out / "metrics.jsonl") if (self.out / "metrics.jsonl").is_file() else []
         return {k: v for k, v in lines[-1].items() if k != "step"} if lines else {}
 
-    def _restore(self, ckpt: Path | None, opt: torch.optim.Optimizer, sched) -> tuple[int, int, int]:
+    def _restore(self, ckpt: Path | None, model: nn.Module, opt: torch.optim.Optimizer, sched) -> tuple[int, int, int]:
         """Optimizer, schedule and RNG states of ``ckpt``; (step, samples consumed, records skipped) so far."""
         if ckpt is None:
             return 0, 0, 0
-        opt.load_state_dict(torch.load(ckpt / "optimizer.pt", weights_only=True))
+        D.load_optimizer_state(model, opt, torch.load(ckpt / "optimizer.pt", weights_only=True))
         sched.load_state_dict(torch.load(ckpt / "scheduler.pt", weights_only=True))
         state = load_state(ckpt)
-        set_rng_state(state["rng"])
+        ranks = state.get("rng_ranks")
+        if ranks is not None and len(ranks) == self.world.size:
+            set_rng_state(ranks[self.world.rank])
+        else:
+            if self.world.size > 1:
+                log.warning("resuming on %d processes a run saved on another count: RNGs restart", self.world.size)
+            set_rng_state(state["rng"])
         log.info("resumed from %s (step %d)", ckpt, state["step"])
         return state["step"], state["samples"], state.get("skipped", 0)
+
+    def _save(self, done: int, model: nn.Module, opt, sched, samples: int, skipped: int, task: Task) -> None:
+        """One checkpoint: every process takes part in gathering the state, rank 0 writes it."""
+        world = self.world
+        weights = D.model_state(model)
+        optimizer = D.optimizer_state(model, opt)
+        rngs = D.gather_objects(rng_state(), world)
+        if world.main:
+            extra = {"samples": samples, "skipped": skipped}
+            if world.size > 1:
+                extra["rng_ranks"] = rngs
+            save_checkpoint(
+                self.out, done, model, optimizer, sched, extra, self.run.keep_checkpoints, task.save_extra, weights
+            )
+        D.barrier(world)
 
     # ------------------------------------------------------------------ training
     def fit(self, task: Task, stop_after: int | None = None) -> dict:
@@ -325,46 +353,67 @@ class Trainer:
             log.info("%s already finished (%d steps)", out, run.steps)
             return self._last_metrics()
         set_threads(run.threads)
-        torch.manual_seed(run.seed)
-        device = pick_device(run.device)
+        world, device = D.init_world(run.device)
+        self.world = world
+        device = device or pick_device(run.device)
+        torch.manual_seed(run.seed)  # the same initial weights on every process
+        if world.size > 1 and not world.main:
+            D.barrier(world)  # rank 0 builds first: it may train and cache the run's tokenizer
         model = task.build(out, None if ckpt is None else ckpt / "model").to(device)
+        if world.size > 1 and world.main:
+            D.barrier(world)
+        wrapped = D.wrap(model, world, self.dist.strategy, device)
+        if world.size > 1:
+            torch.manual_seed(run.seed + 1_000_003 * world.rank)  # dropout and noise differ between processes
         named = task.trainable(model)
         params = [p for _, p in named]
-        preflight(out, checkpoint_bytes(model, params))
+        if world.main:
+            preflight(out, checkpoint_bytes(model, params))
         opt = build_optimizer(named, self.optim, seed=run.seed)
         sched = build_schedule(opt, self.optim, run.steps)
-        start, samples, skipped = self._restore(ckpt, opt, sched)
+        start, samples, skipped_before = self._restore(ckpt, model, opt, sched)
         config = self._config_dict()
-        if config is not None:
+        if config is not None and world.main:
             tmp = out / ".config.yaml.tmp"
             tmp.write_text(yaml.safe_dump(config, sort_keys=False))
             tmp.replace(out / "config.yaml")
-        task.started(out)
-        loader = make_loader(task.dataset(), _CountSkipped(task.collate(model)), run.batch_size, samples, task.workers)
+        if world.main:
+            task.started(out)
+        collate = _CountSkipped(task.collate(model))
+        loader = make_loader(task.dataset(), collate, run.batch_size, samples, task.workers, world)
         batches = iter(loader)
 
-        metrics = MetricsLogger(out, start_step=start)
+        metrics = MetricsLogger(out, start_step=start) if world.main else None
         amp = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" and run.bf16 else nullcontext()
         last: dict = {}
         sums: dict[str, float] = {}
         extra: dict[str, float] = {}
+        skipped = 0  # unreadable records met by this process since the start or resume
+        previous = None  # the last readable micro-batch
         count, busy = 0, 0.0  # steps and seconds of training work since the last log line
-        bar = tqdm(total=run.steps, initial=start, desc=task.name, disable=not self.progress, dynamic_ncols=True)
+        show = self.progress and world.main
+        bar = tqdm(total=run.steps, initial=start, desc=task.name, disable=not show, dynamic_ncols=True)
         model.train()
         for step in range(start, run.steps):
             t0 = time.perf_counter()
-            for _ in range(run.accumulation):
+            for micro in range(run.accumulation):
                 bad, batch = next(batches)
                 samples += run.batch_size
                 skipped += bad
+                weight = 1.0 / run.accumulation
                 if batch is None:  # every record of the micro-batch was unreadable
-                    continue
-                with amp:
-                    losses = task.compute(model, to_device(batch, device))
-                (losses["loss"] / run.accumulation).backward()
+                    if world.size == 1 or previous is None:
+                        continue
+                    # The other processes reduce gradients now: take part with the last batch, weighted 0.
+                    batch, weight = previous, 0.0
+                previous = batch
+                with D.accumulate(wrapped, world, self.dist.strategy, last=micro == run.accumulation - 1):
+                    with amp:
+                        losses = task.compute(wrapped, to_device(batch, device))
+                    (losses["loss"] * weight).backward()
                 for k, v in losses.items():
                     if v.dim() == 0:
-                        sums[k] = sums.get(k, 0.0) + float(v.detach()) / run.accumulation
+                        sums[k] = sums.get(k, 0.0) + float(v.detach()) * weight
             clip = self.optim.grad_clip
             grad_norm = torch.nn.utils.clip_grad_norm_(params, clip) if clip > 0 else torch.tensor(0.0)
             opt.step()
@@ -376,27 +425,28 @@ class Trainer:
             busy += time.perf_counter() - t0
             bar.update(1)
             if done % run.log_every == 0 or done == run.steps:
-                last = {k: v / count for k, v in sums.items()}
+                last = D.mean_over_ranks({k: v / count for k, v in sums.items()}, world)
                 last.update(
                     extra,
                     lr=sched.get_last_lr()[0],
-                    grad_norm=float(grad_norm),
+                    grad_norm=D.scalar(grad_norm),
                     step_s=busy / count,
                     samples_per_s=count * run.batch_size * run.accumulation / busy,
                     peak_mem_mb=peak_memory_mb(device),
-                    skipped_records=skipped,
+                    skipped_records=skipped_before + D.sum_over_ranks(skipped, world),
                 )
-                metrics.log(done, last)
+                if metrics is not None:
+                    metrics.log(done, last)
                 bar.set_postfix(loss=f"{last.get('loss', float('nan')):.3f}")
                 sums, count, busy = {}, 0, 0.0
             if done % run.checkpoint_every == 0 or done == run.steps or done == stop_after:
-                extra_state = {"samples": samples, "skipped": skipped}
-                save_checkpoint(out, done, model, opt, sched, extra_state, run.keep_checkpoints, task.save_extra)
+                self._save(done, model, opt, sched, samples, skipped_before + D.sum_over_ranks(skipped, world), task)
             if stop_after is not None and done >= stop_after:
                 break
         bar.close()
-        metrics.close()
-        if last:
+        if metrics is not None:
+            metrics.close()
+        if last and world.main:
             tmp = out / ".last_metrics.json.tmp"
             tmp.write_text(json.dumps(last, indent=1))
             tmp.replace(out / "last_metrics.json")

@@ -21,7 +21,7 @@ def bench_main(argv: list[str]) -> None:
     from .data import load_corpus
     from .optimizers import OptimizerSpec
     from .presets import PRESETS, get_preset
-    from .runner import run_one, write_results
+    from .runner import init_distributed, run_one, write_results
 
     ap = argparse.ArgumentParser(prog="rsngd bench", description="Train the same LLaMA with each optimizer.")
     ap.add_argument("--preset", default="smoke", help=f"one of {', '.join(PRESETS)} (default smoke)")
@@ -45,6 +45,12 @@ def bench_main(argv: list[str]) -> None:
     ap.add_argument("--shared", type=Path, default=Path("../shared/data"), help="folder of the shared corpora")
     ap.add_argument("--cache", type=Path, default=Path("runs/cache"), help="tokenizer and token cache")
     ap.add_argument("--no-progress", action="store_true")
+    ap.add_argument(
+        "--dist",
+        choices=["ddp", "fsdp2"],
+        default="ddp",
+        help="under torchrun: DistributedDataParallel or FSDP2 fully_shard (rsngd and adamw only)",
+    )
     args = ap.parse_args(argv)
     # Checked before any training: a bad --out would otherwise fail after the first optimizer's run.
     if args.out.is_dir():
@@ -64,15 +70,23 @@ def bench_main(argv: list[str]) -> None:
 
         preset = replace(preset, steps=args.steps, eval_every=min(preset.eval_every, args.steps))
     specs = [OptimizerSpec.parse(s) for s in args.optimizers]
-    device = torch.device(args.device)
+    rank, world, device_name = init_distributed(args.device)
+    device = torch.device(device_name)
     runs = []
     for data in args.data:
+        if world > 1 and rank > 0:
+            torch.distributed.barrier()  # rank 0 trains and caches the tokenizer first
         corpus = load_corpus(data, preset.vocab, cache=args.cache, shared=args.shared)
-        print(f"{corpus.name}: {len(corpus.train):,} train / {len(corpus.val):,} validation tokens ({corpus.note})")
+        if world > 1 and rank == 0:
+            torch.distributed.barrier()
+        if rank == 0:
+            print(f"{corpus.name}: {len(corpus.train):,} train / {len(corpus.val):,} validation tokens ({corpus.note})")
         for seed in args.seeds:
             for spec in specs:
-                run = run_one(spec, preset, corpus, seed, device, progress=not args.no_progress)
+                run = run_one(spec, preset, corpus, seed, device, not args.no_progress, args.dist)
                 runs.append(run)
+                if rank > 0:
+                    continue
                 write_results(args.out, runs)
                 print(
                     f"  {spec.label:32s} seed {seed}  val {run['final_val_loss']:.4f}  "
@@ -80,7 +94,8 @@ def bench_main(argv: list[str]) -> None:
                     f"opt {1000 * run['optimizer_step_s']:6.1f} ms  fwd+bwd {1000 * run['fwd_bwd_s']:7.1f} ms",
                     flush=True,
                 )
-    print(f"wrote {len(runs)} runs to {args.out}")
+    if rank == 0:
+        print(f"wrote {len(runs)} runs to {args.out}")
 
 
 def report_main(argv: list[str]) -> None:

@@ -57,15 +57,76 @@ def evaluate(model, batches: list[torch.Tensor], device: torch.device, autocast:
     return total / len(batches)
 
 
+def init_distributed(device: str) -> tuple[int, int, str]:
+    """(rank, world size, device) of a torchrun launch, the process group initialised; (0, 1, device) alone."""
+    import torch.distributed as dist
+
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return 0, 1, device
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    if device.startswith("cuda"):
+        device = f"cuda:{local}"
+        torch.cuda.set_device(device)
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if device.startswith("cuda") else "gloo")
+    return dist.get_rank(), world, device
+
+
+def distribute(model, strategy: str, world: int, device: torch.device):
+    """The model as trained on ``world`` processes: itself, DDP, or FSDP2 (each decoder layer, then the root)."""
+    if world == 1:
+        return model
+    if strategy == "ddp":
+        from torch.nn.parallel import DistributedDataParallel
+
+        return DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    from torch.distributed.fsdp import fully_shard
+
+    for layer in model.model.layers:
+        fully_shard(layer)
+    fully_shard(model)
+    return model
+
+
+def _mean(value: float, world: int) -> float:
+    if world == 1:
+        return value
+    import torch.distributed as dist
+
+    t = torch.tensor([value], dtype=torch.float64)
+    dist.all_reduce(t)
+    return float(t.item()) / world
+
+
 def run_one(
-    spec: OptimizerSpec, preset: Preset, corpus: Corpus, seed: int, device: torch.device, progress: bool = True
+    spec: OptimizerSpec,
+    preset: Preset,
+    corpus: Corpus,
+    seed: int,
+    device: torch.device,
+    progress: bool = True,
+    strategy: str = "ddp",
 ) -> dict[str, Any]:
-    """Train once and return the measurements as a JSON-ready dict."""
+    """Train once and return the measurements as a JSON-ready dict.
+
+    Under torchrun (``WORLD_SIZE`` > 1, the process group initialised) each process trains on its share of
+    every micro-batch with ``strategy`` (``ddp`` or ``fsdp2``), so the global batches are those of one process;
+    losses are averaged over the processes, memory and optimizer state are this process's.
+    """
     from tqdm.auto import tqdm
 
-    model = build_model(preset, corpus.vocab_size, seed).to(device)
-    opt = build_optimizer(spec, model, preset.hidden, preset.heads)
-    projected, _, _ = rsngd.split_parameters(model.named_parameters())
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    if strategy == "fsdp2" and world > 1 and spec.name not in ("rsngd", "adamw"):
+        raise SystemExit(f"--dist fsdp2 supports rsngd and adamw; {spec.name} does not step sharded parameters")
+    if preset.micro_batch % world:
+        raise SystemExit(f"the preset's micro-batch {preset.micro_batch} must be divisible by {world} processes")
+    base = build_model(preset, corpus.vocab_size, seed).to(device)
+    model = distribute(base, strategy, world, device)
+    opt = build_optimizer(spec, base, preset.hidden, preset.heads)
+    projected, _, _ = rsngd.split_parameters(base.named_parameters())
+    per = preset.micro_batch // world
     base_lrs = [g["lr"] for g in opt.param_groups]
     accum = max(1, preset.batch // preset.micro_batch)
     batches = train_batches(corpus.train, preset.seq, preset.micro_batch, seed)
@@ -82,7 +143,7 @@ def run_one(
     opt_s: list[float] = []
     peak_rss = _rss_bytes()
     start = time.perf_counter()
-    bar = tqdm(range(preset.steps), desc=f"{spec.label} seed {seed}", disable=not progress, leave=False)
+    bar = tqdm(range(preset.steps), desc=f"{spec.label} seed {seed}", disable=not progress or rank > 0, leave=False)
     for step in bar:
         for group, lr in zip(opt.param_groups, base_lrs):
             group["lr"] = lr * rsngd.lr_factor(step, preset.steps, preset.warmup, preset.min_lr)
@@ -90,7 +151,7 @@ def run_one(
         t0 = time.perf_counter()
         loss_sum = 0.0
         for _ in range(accum):
-            x = next(batches).to(device)  # (micro_batch, seq)
+            x = next(batches)[rank * per : (rank + 1) * per].to(device)  # this process's share of the micro-batch
             with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
                 loss = model(input_ids=x, labels=x).loss / accum
             loss.backward()
@@ -103,12 +164,12 @@ def run_one(
         t2 = time.perf_counter()
         fwd_bwd_s.append(t1 - t0)
         opt_s.append(t2 - t1)
-        train_curve.append(loss_sum)
+        train_curve.append(_mean(loss_sum, world))
         peak_rss = max(peak_rss, _rss_bytes())
         if (step + 1) % preset.eval_every == 0 or step + 1 == preset.steps:
             val_curve.append((step + 1, evaluate(model, evals, device, autocast)))
             bar.set_postfix(train=f"{loss_sum:.3f}", val=f"{val_curve[-1][1]:.3f}")
-        if not math.isfinite(loss_sum):
+        if not math.isfinite(train_curve[-1]):
             bar.close()
             break
     wall = time.perf_counter() - start
@@ -121,6 +182,8 @@ def run_one(
         "dataset": corpus.name,
         "dataset_note": corpus.note,
         "seed": seed,
+        "world_size": world,
+        "strategy": strategy if world > 1 else "single",
         "steps": len(train_curve),
         "diverged": not math.isfinite(train_curve[-1]),
         "final_val_loss": val_curve[-1][1] if val_curve else float("nan"),
@@ -133,7 +196,7 @@ def run_one(
         "tokens_per_s": tokens / wall,
         "peak_memory_bytes": torch.cuda.max_memory_allocated(device) if cuda else peak_rss,
         "peak_memory_kind": "cuda_max_allocated" if cuda else "process_rss",
-        "model_params": sum(p.numel() for p in model.parameters()),
+        "model_params": sum(p.numel() for p in base.parameters()),
         "projected_params": sum(p.numel() for p in projected),
         # Curves rounded to keep the committed results small.
         "train_curve": [round(v, 4) for v in train_curve],

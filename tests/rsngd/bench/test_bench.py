@@ -226,3 +226,31 @@ def test_report_renders_table_and_plots(tmp_path):
     # alphabetical order. Cells are mean ± std over seeds.
     assert "| adamw | 4.100 ± 0.141 | 4.100 ± 0.141 | 100.0 % |" in lines
     assert "| rsngd | 4.500 ± 0.000 | 3.900 ± 0.000 | 4.0 % |" in lines
+
+
+def test_bench_under_torchrun_matches_one_process(tmp_path, text_file):
+    """Two gloo processes with FSDP2, each half of every micro-batch: the same curves as one process (DDP is
+    tested under ``docjepa pretrain``)."""
+    strategy = "fsdp2"
+    import os
+    import subprocess
+    import sys
+
+    def bench(out, launcher):
+        argv = [
+            *launcher, "-m", "rsngd.cli", "bench", "--preset", "smoke", "--steps", "3", "--data", str(text_file),
+            "--optimizers", "rsngd", "--out", str(out), "--cache", str(tmp_path / "cache"), "--no-progress",
+            "--threads", "1", "--dist", strategy,
+        ]  # fmt: skip
+        env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads(out.read_text())[0]
+
+    one = bench(tmp_path / "one.json", [sys.executable])
+    two = bench(
+        tmp_path / "two.json", [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+    )
+    assert two["world_size"] == 2 and two["strategy"] == strategy and one["world_size"] == 1
+    assert two["train_curve"] == pytest.approx(one["train_curve"], abs=2e-4)
+    assert two["final_val_loss"] == pytest.approx(one["final_val_loss"], abs=2e-4)
