@@ -120,6 +120,11 @@ class RSNGD(Optimizer):
             ``Optimizer(model.named_parameters())``, or from :func:`tag_parameter_names`) or
             else its position among the optimizer's parameters, and on the renewal count;
             not on the device, the world size or how the tensor is sharded.
+        per_layer: project each matrix's gradient as soon as backward has produced it and free
+            the gradient (GaLore's "layerwise" memory saving: projected matrices never hold all
+            their gradients at once); ``step`` then solves and applies as usual, with the
+            global Fisher exact (the cores, not the gradients, are what it needs). One process
+            only; micro-batches accumulate in the cores; needs ``residual="none"``.
         cache_factors: keep this rank's rows of the factors between renewals (faster steps;
             the memory is reported by :meth:`factor_cache_bytes`) instead of regenerating
             them from the seed on every step (the default: no factor memory).
@@ -159,6 +164,7 @@ class RSNGD(Optimizer):
         seed: int = 0,
         cache_factors: bool = False,
         stagger_renewals: bool = True,
+        per_layer: bool = False,
         partitioned: bool = False,
         process_group: dist.ProcessGroup | None = None,
     ) -> None:
@@ -196,6 +202,19 @@ class RSNGD(Optimizer):
         self._dist: bool | None = None  # decided at the first step
         self._keys: dict[Tensor, int] | None = None  # seed key per parameter, built at the first step
         self._cache: dict[Tensor, tuple[int, Factors]] = {}  # cache_factors: (seed, this rank's factor rows)
+        self._pending: dict[Tensor, Tensor] = {}  # per_layer: cores projected since the last step
+        self._pending_bad: Tensor | None = None
+        self._groups: dict[Tensor, dict[str, Any]] = {p: g for g in self.param_groups for p in g["params"]}
+        self._hooks = []
+        if per_layer:
+            for group in self.param_groups:
+                if group["rank"] is None:
+                    continue
+                if group["residual"] != "none":
+                    raise ValueError("per_layer=True frees each gradient once projected: it needs residual='none'")
+                for p in group["params"]:
+                    if p.dim() >= 2:
+                        self._hooks.append(p.register_post_accumulate_grad_hook(self._absorb))
 
     @staticmethod
     def _check_group(group: dict[str, Any]) -> None:
@@ -252,6 +271,7 @@ class RSNGD(Optimizer):
             self._check_group(self.param_groups[-1])
             self._keys = None
             self._dist = None
+            self._groups = {p: g for g in self.param_groups for p in g["params"]}
 
     @property
     def nonfinite_steps(self) -> int:
@@ -275,13 +295,20 @@ class RSNGD(Optimizer):
         for _, p in work:
             if p.grad.is_sparse:
                 raise RuntimeError("RSNGD does not support sparse gradients; use dense gradients")
+        pending, self._pending = self._pending, {}  # per_layer: cores projected as the gradients arrived
         distributed = self._distributed()
-        if not work and not distributed:
+        if not work and not pending and not distributed:
             return loss
-        device = local(work[0][1].grad).device if work else self._any_device()
+        if work:
+            device = local(work[0][1].grad).device
+        else:
+            device = next(iter(pending.values())).device if pending else self._any_device()
         bad = torch.zeros(1, dtype=torch.float64, device=device)
         if work:
             bad += torch.stack([local(p.grad).isfinite().all().logical_not() for _, p in work]).sum()
+        if self._pending_bad is not None:
+            bad += self._pending_bad
+            self._pending_bad = None
 
         # 1. project every gradient (a shard's share of the core for a sharded one) and sum over the ranks
         reducer = Reducer()
@@ -297,9 +324,12 @@ class RSNGD(Optimizer):
             if e.layout.groups:
                 reducer.add(e.core, e.layout.groups)
             entries.append(e)
+        for p, core in pending.items():
+            entries.append(self._pending_entry(p, core))
         reducer.run()
         ok = bad[0] == 0
         for e in entries:
+            e.state["step"] += 1
             if e.layout.average:
                 e.core /= math.prod(dist.get_world_size(g) for g in e.layout.groups)
         self._count_nonfinite(ok)
@@ -313,7 +343,7 @@ class RSNGD(Optimizer):
         for group in self.param_groups:  # tensors of the global system without a gradient: a zero row
             if group["rank"] is not None and group["fisher"] == "global":
                 for p in group["params"]:
-                    if p.grad is None and "hist" in self.state[p]:
+                    if p.grad is None and p not in pending and "hist" in self.state[p]:
                         hist = self.state[p]["hist"]
                         hist.copy_(torch.where(ok, _pushed(hist, None), hist))
         if self._partitioned and any(g["rank"] is not None and g["fisher"] == "global" for g in self.param_groups):
@@ -387,9 +417,30 @@ class RSNGD(Optimizer):
             factors = self._keep(p, group, full, lay)
         else:
             factors = self._local_factors(p, group, state, lay, grad.device)
-        state["step"] += 1
         core = project_local(grad, factors, lay.offsets, lay.full_shape).reshape(-1).contiguous()
         return _Entry(p=p, group=group, state=state, grad=grad, core=core, factors=factors, layout=lay)
+
+    def _pending_entry(self, p: Tensor, core: Tensor) -> _Entry:
+        """The entry of a tensor whose gradient was projected (and freed) by the per-layer hook."""
+        group, state = self._groups[p], self.state[p]
+        lay = layout(p)
+        factors = self._local_factors(p, group, state, lay, core.device)
+        return _Entry(p=p, group=group, state=state, grad=None, core=core, factors=factors, layout=lay)
+
+    @torch.no_grad()
+    def _absorb(self, p: Tensor) -> None:
+        """Per-layer hook, run as soon as ``p``'s gradient is accumulated: project it into the core that the next
+        ``step`` will use and free the gradient. Micro-batches add up (projection is linear)."""
+        if p.grad is None:
+            return
+        if self._distributed():
+            raise RuntimeError("per_layer=True runs in one process; under torch.distributed use the normal step")
+        e = self._prepare(p, self._groups[p])
+        bad = p.grad.isfinite().all().logical_not().to(torch.float64)
+        self._pending_bad = bad if self._pending_bad is None else self._pending_bad + bad
+        previous = self._pending.get(p)
+        self._pending[p] = e.core if previous is None else previous + e.core
+        p.grad = None
 
     def _renews(self, p: Tensor, group: dict[str, Any], step: int) -> bool:
         """Whether ``p`` gets a new subspace before its step number ``step`` (every ``update_gap`` steps).
@@ -400,7 +451,7 @@ class RSNGD(Optimizer):
         """
         gap = group["update_gap"]
         phase = self._seed_key(p) % gap if group["stagger_renewals"] else 0
-        return step > 0 and (step + phase) % gap == 0
+        return step > 0 and (step + phase) % gap == 0 and self.state[p]["basis_step"] != step
 
     def _seed_key(self, p: Tensor) -> int:
         """A stable number for ``p``: from its name when the optimizer knows it, else its place in the groups."""
@@ -558,6 +609,7 @@ class RSNGD(Optimizer):
         super().load_state_dict(state_dict)
         self._cache.clear()
         self._keys = None
+        self._groups = {p: g for g in self.param_groups for p in g["params"]}  # the loaded groups are new dicts
         saved_ids = [i for g in state_dict["param_groups"] for i in g["params"]]
         params = [p for g in self.param_groups for p in g["params"]]
         for saved_id, p in zip(saved_ids, params):
