@@ -115,7 +115,7 @@ def create_optimizer(
         {"params": flat, "lr": rest_lr, "weight_decay": 0.0},
     ]
     if name == "rsngd":
-        ctor = {k: hp.pop(k) for k in ("seed", "partitioned", "process_group") if k in hp}
+        ctor = {k: hp.pop(k) for k in ("seed", "per_layer", "partitioned", "process_group") if k in hp}
         groups = [{"params": proj, "lr": lr, "weight_decay": weight_decay, "rank": hp.pop("rank", 64), **hp}]
         groups += [{**g, "rank": None} for g in rest]
         return RSNGD([_named(g, named) for g in groups if g["params"]], lr=lr, **ctor)

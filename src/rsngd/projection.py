@@ -110,6 +110,7 @@ def _splitmix(x: Tensor) -> Tensor:
     return x ^ _shr(x, 31)
 
 
+@torch.compiler.disable  # inductor folds the 64-bit constants into integers it cannot print; runs eagerly
 def counter_normal(
     n: int, r: int, seed: int, device: torch.device | str | None = None, dtype: torch.dtype = torch.float64
 ) -> Tensor:

@@ -583,3 +583,21 @@ def test_per_layer_rejects_residuals():
     W = torch.nn.Parameter(torch.randn(6, 5))
     with pytest.raises(ValueError, match="residual='none'"):
         RSNGD([W], rank=2, residual="sign", per_layer=True)
+
+
+def test_per_layer_nan_skips_the_step(gen):
+    model = tiny_llama()
+    opt = RSNGD(rsngd.param_groups(model, rank=4), lr=1e-2, per_layer=True)
+    x = torch.randint(0, 64, (2, 8), generator=gen)
+    model(input_ids=x, labels=x).loss.backward()
+    opt.step()
+    opt.zero_grad()
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    bad = model.model.layers[0].mlp.up_proj.weight
+    handle = bad.register_hook(lambda g: torch.full_like(g, float("nan")))  # runs before the per-layer hook
+    model(input_ids=x, labels=x).loss.backward()
+    handle.remove()
+    opt.step()
+    assert opt.nonfinite_steps == 1
+    for n, p in model.named_parameters():
+        assert torch.equal(p, before[n]), n
