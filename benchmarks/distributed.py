@@ -118,8 +118,9 @@ def _rss() -> int:
 
 
 def memory(name: str, hidden: int, steps: int = 3) -> dict:
-    import rsngd
     from torch.distributed.fsdp import fully_shard
+
+    import rsngd
 
     rank, world, vocab = dist.get_rank(), dist.get_world_size(), 8192
     before = _rss()
