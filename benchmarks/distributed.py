@@ -157,6 +157,7 @@ def _worker(rank: int, world: int, store: str, tmp: str, job: str, args: dict) -
         torch.save(result, os.path.join(tmp, f"{rank}.pt"))
     finally:
         dist.destroy_process_group()
+    os._exit(0)  # no interpreter finalisation with gloo threads about (an occasional SIGABRT otherwise)
 
 
 def spawn(world: int, job: str, **args) -> list:

@@ -54,6 +54,7 @@ from .projection import (
     project_back_local,
     project_local,
     random_factors,
+    random_factors_many,
     slice_factors,
     svd_factors,
 )
@@ -202,6 +203,7 @@ class RSNGD(Optimizer):
         self._dist: bool | None = None  # decided at the first step
         self._keys: dict[Tensor, int] | None = None  # seed key per parameter, built at the first step
         self._cache: dict[Tensor, tuple[int, Factors]] = {}  # cache_factors: (seed, this rank's factor rows)
+        self._drawn: dict[tuple[Tensor, int], Factors] = {}  # factors drawn ahead for the current step
         self._pending: dict[Tensor, Tensor] = {}  # per_layer: cores projected since the last step
         self._pending_bad: Tensor | None = None
         self._groups: dict[Tensor, dict[str, Any]] = {p: g for g in self.param_groups for p in g["params"]}
@@ -316,6 +318,7 @@ class RSNGD(Optimizer):
             reducer.add(bad, [self._process_group])
         entries: list[_Entry] = []
         adam: list[tuple[dict[str, Any], Tensor]] = []
+        self._draw_ahead(work)
         for group, p in work:
             if group["rank"] is None or p.dim() < 2:
                 adam.append((group, p))
@@ -326,6 +329,7 @@ class RSNGD(Optimizer):
             entries.append(e)
         for p, core in pending.items():
             entries.append(self._pending_entry(p, core))
+        self._drawn.clear()
         reducer.run()
         ok = bad[0] == 0
         for e in entries:
@@ -471,7 +475,7 @@ class RSNGD(Optimizer):
         state = self.state[p]
         if group["projection"] == "random":
             state["seed"] = mix_seed(group["seed"], self._seed_key(p), renewal)
-            return random_factors(p.shape, ranks, state["seed"], device=grad.device, dtype=grad.dtype)
+            return self._random(p, ranks, state["seed"], grad.device, grad.dtype)
         factors = svd_factors(grad, ranks)
         for i, u in enumerate(factors):
             if u is not None:
@@ -482,8 +486,37 @@ class RSNGD(Optimizer):
         """The current whole factors: regenerated from the seed, or read from the state (svd)."""
         if group["projection"] == "random":
             ranks = clamp_ranks(p.shape, group["rank"])
-            return random_factors(p.shape, ranks, state["seed"], device=device, dtype=compute_dtype(p.dtype))
+            return self._random(p, ranks, state["seed"], device, compute_dtype(p.dtype))
         return [state.get(f"U{i}") for i in range(p.dim())]
+
+    def _random(self, p: Tensor, ranks: list[int], seed: int, device: torch.device, dtype: torch.dtype) -> Factors:
+        """Random factors of ``p`` for ``seed``: drawn in advance for the step (:meth:`_draw_ahead`) or now."""
+        ready = self._drawn.pop((p, seed), None)
+        if ready is not None:
+            return ready
+        return random_factors(p.shape, ranks, seed, device=device, dtype=dtype)
+
+    def _draw_ahead(self, work: list[tuple[dict[str, Any], Tensor]]) -> None:
+        """Every random factor this step will build (current subspaces not cached, renewals, first steps),
+        drawn together: one counter draw and one batched QR per shape (``random_factors_many``)."""
+        wanted: dict[tuple[torch.device, torch.dtype], list[tuple[Tensor, list[int], int]]] = {}
+        for group, p in work:
+            if group["rank"] is None or p.dim() < 2 or group["projection"] != "random":
+                continue
+            state, ranks = self.state[p], clamp_ranks(p.shape, group["rank"])
+            seeds = []
+            if "hist" not in state:
+                seeds.append(mix_seed(group["seed"], self._seed_key(p), 0))
+            elif self._renews(p, group, state["step"]):
+                seeds += [state["seed"], mix_seed(group["seed"], self._seed_key(p), state["renewals"] + 1)]
+            elif not (p in self._cache and self._cache[p][0] == state["seed"]):
+                seeds.append(state["seed"])
+            where = (local(p.grad).device, compute_dtype(p.dtype))
+            wanted.setdefault(where, []).extend((p, ranks, seed) for seed in seeds)
+        for (device, dtype), items in wanted.items():
+            drawn = random_factors_many([(q.shape, r, seed) for q, r, seed in items], device, dtype)
+            for (q, _, seed), factors in zip(items, drawn):
+                self._drawn[(q, seed)] = factors
 
     def _keep(self, p: Tensor, group: dict[str, Any], full: Factors, lay: Layout) -> Factors:
         """This rank's rows of the factors, cached until the next renewal if the group asks for it."""

@@ -45,6 +45,7 @@ __all__ = [
     "project_back_local",
     "project_local",
     "random_factors",
+    "random_factors_many",
     "slice_factors",
     "svd_factors",
 ]
@@ -110,7 +111,6 @@ def _splitmix(x: Tensor) -> Tensor:
     return x ^ _shr(x, 31)
 
 
-@torch.compiler.disable  # inductor folds the 64-bit constants into integers it cannot print; runs eagerly
 def counter_normal(
     n: int, r: int, seed: int, device: torch.device | str | None = None, dtype: torch.dtype = torch.float64
 ) -> Tensor:
@@ -123,13 +123,18 @@ def counter_normal(
     key = _signed(mix_seed(seed) & ((1 << 63) - 1))
     pairs = (n * r + 1) // 2
     bits = _splitmix(torch.arange(pairs, dtype=torch.int64, device=device) ^ key)
+    return _box_muller(bits, dtype)[: n * r].view(n, r)
+
+
+def _box_muller(bits: Tensor, dtype: torch.dtype) -> Tensor:
+    """Two standard normals per 64-bit word (its halves as uniforms in (0, 1)), interleaved, computed in
+    ``dtype`` (float32 halves the cost; float64 keeps all 32 bits of each uniform)."""
     scale = 2.0**-32
-    u1 = (_shr(bits, 32).to(torch.float64) + 0.5) * scale  # in (0, 1)
-    u2 = ((bits & 0xFFFFFFFF).to(torch.float64) + 0.5) * scale
+    u1 = (_shr(bits, 32).to(dtype) + 0.5) * scale
+    u2 = ((bits & 0xFFFFFFFF).to(dtype) + 0.5) * scale
     radius = torch.sqrt(-2.0 * torch.log(u1))
     angle = (2 * torch.pi) * u2
-    z = torch.stack([radius * torch.cos(angle), radius * torch.sin(angle)], dim=1).reshape(-1)[: n * r]
-    return z.view(n, r).to(dtype)
+    return torch.stack([radius * torch.cos(angle), radius * torch.sin(angle)], dim=1).reshape(-1)
 
 
 def random_factors(
@@ -158,6 +163,50 @@ def random_factors(
         q = q * torch.where(d < 0, -1.0, 1.0).to(q.dtype)  # positive diagonal of R: Q is unique
         factors.append(q.to(dtype))
     return factors
+
+
+def random_factors_many(
+    specs: Sequence[tuple[Sequence[int], Sequence[int], int]],
+    device: torch.device | str | None = None,
+    dtype: torch.dtype = torch.float32,
+) -> list[Factors]:
+    """:func:`random_factors` for many (shape, ranks, seed) at once, with the same result: one counter-based
+    draw for every matrix, and one batched QR per factor shape. The per-tensor cost of a step that regenerates
+    its factors is then a few kernel launches for the whole model instead of dozens per tensor."""
+    device = torch.device(device) if device is not None else torch.device("cpu")
+    work = torch.promote_types(dtype, torch.float32)
+    items = []  # (spec index, mode, n, r, key)
+    for i, (shape, ranks, seed) in enumerate(specs):
+        for mode, (n, r) in enumerate(zip(shape, ranks)):
+            if r < n:
+                items.append((i, mode, n, r, _signed(mix_seed(mix_seed(seed, mode)) & ((1 << 63) - 1))))
+    out: list[Factors] = [[None] * len(shape) for shape, _, _ in specs]
+    if not items:
+        return out
+    pairs = [(n * r + 1) // 2 for _, _, n, r, _ in items]
+    total = sum(pairs)
+    keys = torch.tensor([k for *_, k in items], dtype=torch.int64)
+    starts = torch.tensor([0, *pairs[:-1]], dtype=torch.int64).cumsum(0)
+    counts = torch.tensor(pairs, dtype=torch.int64)
+    if device.type == "cuda":  # small host tables, copied without waiting for the device
+        keys, starts, counts = (t.pin_memory().to(device, non_blocking=True) for t in (keys, starts, counts))
+    counter = torch.arange(total, dtype=torch.int64, device=device)
+    counter = counter - torch.repeat_interleave(starts, counts, output_size=total)
+    bits = _splitmix(counter ^ torch.repeat_interleave(keys, counts, output_size=total))
+    z = _box_muller(bits, work)
+    offset = 0
+    by_shape: dict[tuple[int, int], list[tuple[int, int, Tensor]]] = {}
+    for (i, mode, n, r, _), count in zip(items, pairs):
+        gauss = z[2 * offset : 2 * offset + n * r].view(n, r)
+        by_shape.setdefault((n, r), []).append((i, mode, gauss))
+        offset += count
+    for members in by_shape.values():
+        q, rr = torch.linalg.qr(torch.stack([g for _, _, g in members]))
+        d = torch.diagonal(rr, dim1=-2, dim2=-1)
+        q = q * torch.where(d < 0, -1.0, 1.0).to(q.dtype)[:, None, :]
+        for (i, mode, _), qi in zip(members, q):
+            out[i][mode] = qi.to(dtype)
+    return out
 
 
 def slice_factors(factors: Factors, offsets: Sequence[int], local_shape: Sequence[int]) -> Factors:

@@ -16,6 +16,7 @@ What changes with more than one process, and nothing else does:
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 from collections.abc import Iterator
@@ -79,11 +80,18 @@ def init_world(device_name: str) -> tuple[World, torch.device | None]:
         device = torch.device("cpu")
     if not dist.is_initialized():
         dist.init_process_group("nccl" if cuda else "gloo")
+        atexit.register(_destroy)
     if dist.get_world_size() != size:
         raise UsageError(f"WORLD_SIZE={size} but the process group has {dist.get_world_size()} processes")
     world = World(dist.get_rank(), size, local_rank)
     log.info("process %d of %d on %s", world.rank, world.size, device)
     return world, device
+
+
+def _destroy() -> None:
+    """Close the process group this module opened, while the interpreter is still whole."""
+    if dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def wrap(model: nn.Module, world: World, strategy: str, device: torch.device) -> nn.Module:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import math
 import os
@@ -70,6 +71,7 @@ def init_distributed(device: str) -> tuple[int, int, str]:
         torch.cuda.set_device(device)
     if not dist.is_initialized():
         dist.init_process_group("nccl" if device.startswith("cuda") else "gloo")
+        atexit.register(dist.destroy_process_group)  # closed while the interpreter is still whole
     return dist.get_rank(), world, device
 
 
