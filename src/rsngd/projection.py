@@ -170,19 +170,41 @@ def random_factors_many(
     device: torch.device | str | None = None,
     dtype: torch.dtype = torch.float32,
 ) -> list[Factors]:
-    """:func:`random_factors` for many (shape, ranks, seed) at once, with the same result: one counter-based
-    draw for every matrix, and one batched QR per factor shape. The per-tensor cost of a step that regenerates
-    its factors is then a few kernel launches for the whole model instead of dozens per tensor."""
+    """:func:`random_factors` for many (shape, ranks, seed) at once, with the same result: counter-based draws
+    shared by many matrices (up to :data:`CHUNK_PAIRS` counters each) and one batched QR per factor shape. The
+    per-tensor cost of a step that regenerates its factors is then a few kernel launches for many small
+    tensors, while large factors are not drawn into one huge, cache-unfriendly buffer."""
     device = torch.device(device) if device is not None else torch.device("cpu")
     work = torch.promote_types(dtype, torch.float32)
-    items = []  # (spec index, mode, n, r, key)
+    out: list[Factors] = [[None] * len(shape) for shape, _, _ in specs]
+    chunk: list[tuple[int, int, int, int, int]] = []  # (spec index, mode, n, r, key)
+    size = 0
     for i, (shape, ranks, seed) in enumerate(specs):
         for mode, (n, r) in enumerate(zip(shape, ranks)):
-            if r < n:
-                items.append((i, mode, n, r, _signed(mix_seed(mix_seed(seed, mode)) & ((1 << 63) - 1))))
-    out: list[Factors] = [[None] * len(shape) for shape, _, _ in specs]
-    if not items:
-        return out
+            if r >= n:
+                continue
+            chunk.append((i, mode, n, r, _signed(mix_seed(mix_seed(seed, mode)) & ((1 << 63) - 1))))
+            size += (n * r + 1) // 2
+            if size >= CHUNK_PAIRS:
+                _draw(chunk, out, device, work, dtype)
+                chunk, size = [], 0
+    if chunk:
+        _draw(chunk, out, device, work, dtype)
+    return out
+
+
+CHUNK_PAIRS = 1 << 18
+"""Counters per shared draw of :func:`random_factors_many` (2 MiB of int64)."""
+
+
+def _draw(
+    items: list[tuple[int, int, int, int, int]],
+    out: list[Factors],
+    device: torch.device,
+    work: torch.dtype,
+    dtype: torch.dtype,
+) -> None:
+    """Orthonormal factors of ``items`` (spec index, mode, n, r, key) into ``out``: one draw, QR per shape."""
     pairs = [(n * r + 1) // 2 for _, _, n, r, _ in items]
     total = sum(pairs)
     keys = torch.tensor([k for *_, k in items], dtype=torch.int64)
@@ -197,8 +219,7 @@ def random_factors_many(
     offset = 0
     by_shape: dict[tuple[int, int], list[tuple[int, int, Tensor]]] = {}
     for (i, mode, n, r, _), count in zip(items, pairs):
-        gauss = z[2 * offset : 2 * offset + n * r].view(n, r)
-        by_shape.setdefault((n, r), []).append((i, mode, gauss))
+        by_shape.setdefault((n, r), []).append((i, mode, z[2 * offset : 2 * offset + n * r].view(n, r)))
         offset += count
     for members in by_shape.values():
         q, rr = torch.linalg.qr(torch.stack([g for _, _, g in members]))
@@ -206,7 +227,6 @@ def random_factors_many(
         q = q * torch.where(d < 0, -1.0, 1.0).to(q.dtype)[:, None, :]
         for (i, mode, _), qi in zip(members, q):
             out[i][mode] = qi.to(dtype)
-    return out
 
 
 def slice_factors(factors: Factors, offsets: Sequence[int], local_shape: Sequence[int]) -> Factors:

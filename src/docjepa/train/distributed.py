@@ -107,9 +107,12 @@ def wrap(model: nn.Module, world: World, strategy: str, device: torch.device) ->
     if strategy == "fsdp2":
         from torch.distributed.fsdp import fully_shard
 
+        # FSDP2 cannot shard 0-d parameters (a learned gain): they stay whole on every process and their
+        # gradients are averaged by :func:`sync_unsharded`.
+        scalars = {p for p in model.parameters() if p.dim() == 0}
         for block in _blocks(model):
-            fully_shard(block)
-        fully_shard(model)
+            fully_shard(block, ignored_params=scalars or None)
+        fully_shard(model, ignored_params=scalars or None)
         return model
     raise UsageError(f"dist.strategy must be ddp or fsdp2, got {strategy!r}")
 
@@ -138,6 +141,18 @@ def accumulate(wrapped: nn.Module, world: World, strategy: str, last: bool) -> A
         wrapped.set_requires_gradient_sync(last)  # type: ignore[operator]
         return nullcontext()
     return nullcontext() if last else wrapped.no_sync()  # type: ignore[operator]
+
+
+def sync_unsharded(model: nn.Module, world: World, strategy: str) -> None:
+    """Average over the processes the gradients FSDP2 left alone (0-d parameters); nothing otherwise."""
+    if world.size == 1 or strategy != "fsdp2":
+        return
+    grads = [p.grad for p in model.parameters() if p.dim() == 0 and p.grad is not None]
+    if grads:
+        flat = torch.stack(grads)
+        dist.all_reduce(flat)
+        for g, v in zip(grads, flat / world.size):
+            g.copy_(v)
 
 
 def rank_positions(start: int, batch_size: int, world: World) -> Iterator[int]:

@@ -414,6 +414,7 @@ class Trainer:
                 for k, v in losses.items():
                     if v.dim() == 0:
                         sums[k] = sums.get(k, 0.0) + float(v.detach()) * weight
+            D.sync_unsharded(model, world, self.dist.strategy)
             clip = self.optim.grad_clip
             grad_norm = torch.nn.utils.clip_grad_norm_(params, clip) if clip > 0 else torch.tensor(0.0)
             opt.step()

@@ -78,3 +78,9 @@ def test_pretrain_on_two_processes_checkpoints_and_resumes_exactly(docs, tmp_pat
     shutil.copytree(out, single)
     stdout = run([*pretrain_argv(docs, single, 4, strategy, 1), "--resume"])
     assert json.loads(stdout)["loss"] > 0
+    if strategy == "fsdp2":  # fine-tuning from it on 2 processes too (its 0-d prior gain stays unsharded)
+        argv = pretrain_argv(docs, tmp_path / "ft", 2, strategy, 2)
+        cmd = argv.index("pretrain")
+        argv[cmd : cmd + 3] = ["finetune", "--config", "configs/finetune/tiny.yaml", f"--model.init={out}"]
+        argv = [a for a in argv if not a.startswith("--data.tokenizer")]
+        assert json.loads(run(argv))["loss"] > 0
