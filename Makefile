@@ -17,12 +17,21 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) torch==2.13.0
-	$(PIP) -e ".[test,docjepa,bench,lang]"
-	@# Debian packages, best effort: Tesseract for OCR (its tests skip without it) and real fonts for the
-	@# synthetic documents (Pillow's built-in font is the fallback).
-	{ command -v tesseract >/dev/null && test -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf; } || \
-		{ command -v apt-get >/dev/null && apt-get update -qq && apt-get install -y -qq tesseract-ocr \
-		fonts-dejavu-core fonts-liberation2 >/dev/null; } || echo "warning: tesseract or fonts not installed"
+	$(PIP) -e ".[test,docjepa,engine,bench,lang]"
+	@# Debian packages, best effort, each group on its own: Tesseract for OCR, real fonts for the synthetic
+	@# documents (Pillow's built-in font is the fallback), PostgreSQL and chromium + chromium-driver for the data
+	@# engine's tests (a test that needs one skips, saying why, when it is missing).
+	@if command -v apt-get >/dev/null; then \
+		need=""; \
+		{ command -v tesseract >/dev/null && test -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf; } || \
+			need="$$need tesseract-ocr+fonts-dejavu-core+fonts-liberation2"; \
+		ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need="$$need postgresql"; \
+		{ command -v chromium >/dev/null && command -v chromedriver >/dev/null; } || need="$$need chromium+chromium-driver"; \
+		if [ -n "$$need" ]; then apt-get update -qq || true; fi; \
+		for group in $$need; do \
+			apt-get install -y -qq $$(echo $$group | tr + ' ') >/dev/null 2>&1 || echo "warning: $$group not installed"; \
+		done; \
+	else echo "warning: no apt-get: tesseract, postgresql, chromium not installed (their tests skip)"; fi
 	touch $(STAMP)
 
 lint: setup

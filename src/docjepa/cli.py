@@ -394,6 +394,9 @@ def build_parser() -> argparse.ArgumentParser:
     res.add_argument("results", nargs="+", type=Path, help="results.json files of demo runs (labelled by file name)")
     res.add_argument("--markdown", action="append", type=Path, default=[], help="fill this file's demo section")
     res.set_defaults(func=cmd_results)
+    from .apps.engine.cli import add_parser as add_engine_parser
+
+    add_engine_parser(sub, int_at_least)
     return ap
 
 
@@ -403,7 +406,8 @@ def main(argv: list[str] | None = None) -> None:
     if extra and args.command not in OVERRIDABLE:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     args.overrides = extra
-    run_command(f"docjepa {args.command}", lambda: args.func(args))
+    name = " ".join(x for x in (args.command, getattr(args, "engine_command", None)) if x)
+    run_command(f"docjepa {name}", lambda: args.func(args))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,363 @@
+// The annotation page: sign in, take a task, ask, see the model's candidates, correct, submit; review; dashboard.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const COLOUR = "rgb(230, 40, 40)";
+const state = {
+  user: null, mode: "annotate", task: null, annotation: null, page: null, scale: 1,
+  proposal: null, selected: null, dirty: false, edits: 0, shownAt: 0, undo: [],
+  tool: "words", drag: null, renewTimer: null, history: [], historyPos: -1,
+};
+
+async function api(method, path, body) {
+  const opts = { method, credentials: "same-origin", headers: {} };
+  if (body !== undefined) { opts.headers["Content-Type"] = "application/json"; opts.body = JSON.stringify(body); }
+  const res = await fetch(path, opts);
+  let data = null;
+  try { data = await res.json(); } catch (e) { data = null; }
+  if (res.status === 401 && path !== "/api/login") { showLogin(); }
+  if (!res.ok) { const err = new Error((data && data.detail) || res.statusText); err.status = res.status; err.data = data; throw err; }
+  return data;
+}
+
+function say(text, error) { const s = $("status"); s.textContent = text || ""; s.classList.toggle("error", !!error); }
+function show(id) { for (const v of document.querySelectorAll(".view")) v.classList.toggle("hidden", v.id !== id); }
+
+function showLogin() { state.user = null; $("bar").classList.add("hidden"); show("login-view"); $("login-name").focus(); }
+
+async function start() {
+  try { state.user = await api("GET", "/api/me"); } catch (e) { return showLogin(); }
+  $("bar").classList.remove("hidden");
+  $("who").textContent = `${state.user.name} (${state.user.role}) · model ${state.user.model || "none"}`;
+  for (const el of document.querySelectorAll(".reviewer-only")) el.classList.toggle("hidden", state.user.role === "annotator");
+  openView("annotate");
+}
+
+function openView(view) {
+  state.mode = view;
+  for (const b of document.querySelectorAll("header nav button")) b.classList.toggle("active", b.dataset.view === view);
+  if (view === "dashboard") { show("dashboard-view"); return loadDashboard(); }
+  show("work-view");
+  $("annotate-actions").classList.toggle("hidden", view !== "annotate");
+  $("review-actions").classList.toggle("hidden", view !== "review");
+  $("propose").classList.toggle("hidden", view !== "annotate");
+  return view === "annotate" ? nextTask() : nextReview();
+}
+
+// ---- the page and its layers ---------------------------------------------------------------------------------
+function loadPage(page) {
+  state.page = page;
+  return new Promise((resolve, reject) => {
+    const img = $("page-img");
+    img.onload = () => {
+      const avail = Math.max(300, $("stage-wrap").clientWidth - 40);
+      state.scale = Math.min(1.5, avail / page.width);
+      const w = Math.round(page.width * state.scale), h = Math.round(page.height * state.scale);
+      img.style.width = w + "px"; img.style.height = h + "px";
+      for (const id of ["words-layer", "mask", "pointer-layer"]) {
+        const c = $(id); c.width = page.width; c.height = page.height; c.style.width = w + "px"; c.style.height = h + "px";
+      }
+      drawWords(); state.undo = []; state.shownAt = performance.now(); resolve();
+    };
+    img.onerror = () => reject(new Error("the page image did not load"));
+    img.src = `/api/pages/${page.id}/image`;
+  });
+}
+
+function drawWords() {
+  const ctx = $("words-layer").getContext("2d");
+  ctx.clearRect(0, 0, state.page.width, state.page.height);
+  ctx.strokeStyle = "rgba(20, 60, 160, 0.45)"; ctx.lineWidth = Math.max(1, 1 / state.scale);
+  for (const w of state.page.words) { const [x0, y0, x1, y1] = w.box; ctx.strokeRect(x0, y0, x1 - x0, y1 - y0); }
+}
+
+const maskCtx = () => $("mask").getContext("2d", { willReadFrequently: true });
+function snapshot() {
+  state.undo.push(maskCtx().getImageData(0, 0, state.page.width, state.page.height));
+  if (state.undo.length > 40) state.undo.shift();
+}
+function edited() { state.dirty = true; state.edits += 1; markSelected(); }
+function clearMask() { maskCtx().clearRect(0, 0, state.page.width, state.page.height); }
+function maskIsEmpty() {
+  const d = maskCtx().getImageData(0, 0, state.page.width, state.page.height).data;
+  for (let i = 3; i < d.length; i += 4) if (d[i] > 127) return false;
+  return true;
+}
+function drawImageToMask(src) {
+  return new Promise((resolve) => { const im = new Image(); im.onload = () => { clearMask(); maskCtx().drawImage(im, 0, 0); resolve(); }; im.src = src; });
+}
+
+// ---- proposals -------------------------------------------------------------------------------------------------
+async function propose() {
+  const q = $("question").value.trim();
+  if (!q) { say("write a question first", true); return; }
+  if (!state.task) return;
+  say("asking the model…");
+  const t0 = performance.now();
+  try {
+    state.proposal = await api("POST", `/api/tasks/${state.task.id}/propose`, { question: q });
+  } catch (e) { say(e.message, true); return; }
+  renderCandidates();
+  await selectCandidate(state.proposal.best);
+  say(`proposals in ${((performance.now() - t0) / 1000).toFixed(2)} s; the best is selected`);
+}
+
+function renderCandidates() {
+  const box = $("candidates"); box.innerHTML = "";
+  if (!state.proposal) return;
+  for (const c of state.proposal.candidates) {
+    const b = document.createElement("button");
+    b.className = "candidate"; b.dataset.index = c.index; b.type = "button";
+    const img = thumbnail(c.png); img.alt = `candidate ${c.index + 1}`;
+    const label = document.createElement("span"); label.textContent = `${c.index + 1} · IoU ${c.score.toFixed(2)}${c.empty ? " · empty" : ""}`;
+    const words = document.createElement("span"); words.className = "words";
+    words.textContent = c.word_ids.slice(0, 8).map((i) => state.page.words[i].text).join(" ");
+    b.append(img, label, words);
+    b.addEventListener("click", () => selectCandidate(c.index));
+    box.append(b);
+  }
+}
+
+function thumbnail(png) {
+  // The page with the candidate over it, small: drawn once the candidate's PNG has loaded.
+  const out = document.createElement("img"), im = new Image();
+  im.onload = () => {
+    const c = document.createElement("canvas"), s = Math.min(80 / state.page.width, 100 / state.page.height);
+    c.width = Math.round(state.page.width * s); c.height = Math.round(state.page.height * s);
+    const ctx = c.getContext("2d"); ctx.drawImage($("page-img"), 0, 0, c.width, c.height);
+    ctx.globalAlpha = 0.6; ctx.drawImage(im, 0, 0, c.width, c.height); out.src = c.toDataURL();
+  };
+  im.src = png;
+  return out;
+}
+
+async function selectCandidate(k) {
+  if (!state.proposal || !state.proposal.candidates[k]) return;
+  snapshot();
+  await drawImageToMask(state.proposal.candidates[k].png);
+  state.selected = k; state.dirty = false; markSelected();
+}
+function markSelected() {
+  for (const b of document.querySelectorAll(".candidate")) b.classList.toggle("selected", Number(b.dataset.index) === state.selected && !state.dirty);
+}
+
+// ---- correcting ------------------------------------------------------------------------------------------------
+function pagePoint(ev) { const r = $("pointer-layer").getBoundingClientRect(); return [(ev.clientX - r.left) / state.scale, (ev.clientY - r.top) / state.scale]; }
+function wordAt(x, y) {
+  const words = state.page.words; let best = -1, bestD = 6 / state.scale;
+  for (let i = 0; i < words.length; i++) {
+    const [x0, y0, x1, y1] = words[i].box;
+    const d = Math.max(x0 - x, 0, x - x1) + Math.max(y0 - y, 0, y - y1);
+    if (d < bestD || (d === 0 && best < 0)) { best = i; bestD = d; }
+  }
+  return best;
+}
+function toggleWord(i) {
+  const [x0, y0, x1, y1] = state.page.words[i].box, ctx = maskCtx();
+  const cx = Math.floor((x0 + x1) / 2), cy = Math.floor((y0 + y1) / 2);
+  const inside = ctx.getImageData(cx, cy, 1, 1).data[3] > 127;
+  snapshot();
+  if (inside) ctx.clearRect(x0, y0, x1 - x0, y1 - y0); else { ctx.fillStyle = COLOUR; ctx.fillRect(x0, y0, x1 - x0, y1 - y0); }
+  edited();
+}
+function brushAt(x, y, erase) {
+  const ctx = maskCtx(); const r = Number($("brush-size").value) / state.scale / 2;
+  ctx.save(); ctx.globalCompositeOperation = erase ? "destination-out" : "source-over";
+  ctx.fillStyle = COLOUR; ctx.beginPath(); ctx.arc(x, y, r, 0, 2 * Math.PI); ctx.fill(); ctx.restore();
+}
+function drawRubberBand(a, b) {
+  const c = $("pointer-layer").getContext("2d"); c.clearRect(0, 0, state.page.width, state.page.height);
+  if (!a) return;
+  c.strokeStyle = "#0a6"; c.lineWidth = 2 / state.scale; c.setLineDash([6 / state.scale, 4 / state.scale]);
+  c.strokeRect(Math.min(a[0], b[0]), Math.min(a[1], b[1]), Math.abs(b[0] - a[0]), Math.abs(b[1] - a[1]));
+}
+
+function onPointerDown(ev) {
+  if (!state.page || (!state.task && !state.annotation)) return;
+  const [x, y] = pagePoint(ev);
+  if (state.tool === "words") { const i = wordAt(x, y); if (i >= 0) toggleWord(i); return; }
+  snapshot();
+  state.drag = { start: [x, y], erase: ev.shiftKey };
+  $("pointer-layer").setPointerCapture(ev.pointerId);
+  if (state.tool === "brush") brushAt(x, y, ev.shiftKey);
+}
+function onPointerMove(ev) {
+  if (!state.drag) return;
+  const p = pagePoint(ev);
+  if (state.tool === "brush") brushAt(p[0], p[1], state.drag.erase); else drawRubberBand(state.drag.start, p);
+}
+function onPointerUp(ev) {
+  if (!state.drag) return;
+  const [a, b] = [state.drag.start, pagePoint(ev)];
+  if (state.tool === "box") {
+    drawRubberBand(null);
+    const x = Math.min(a[0], b[0]), y = Math.min(a[1], b[1]), w = Math.abs(b[0] - a[0]), h = Math.abs(b[1] - a[1]);
+    if (w >= 2 && h >= 2) { const ctx = maskCtx(); if (state.drag.erase) ctx.clearRect(x, y, w, h); else { ctx.fillStyle = COLOUR; ctx.fillRect(x, y, w, h); } }
+  }
+  state.drag = null; edited();
+}
+
+function undo() { const prev = state.undo.pop(); if (prev) { maskCtx().putImageData(prev, 0, 0); state.dirty = true; markSelected(); } }
+function setTool(t) { state.tool = t; for (const r of document.querySelectorAll("input[name=tool]")) r.checked = r.value === t; }
+
+// ---- tasks -----------------------------------------------------------------------------------------------------
+function resetWork() {
+  state.proposal = null; state.selected = null; state.dirty = false; state.edits = 0; state.annotation = null;
+  $("candidates").innerHTML = ""; if (state.page) clearMask();
+}
+
+async function nextTask() {
+  resetWork(); state.task = null; clearInterval(state.renewTimer);
+  let task;
+  try { task = await api("POST", "/api/tasks/next"); }
+  catch (e) { $("task-info").textContent = ""; say(e.status === 404 ? "no open task: all done" : e.message, e.status !== 404); return; }
+  state.task = task;
+  $("task-info").textContent = `Task ${task.id} · ${task.page.doc_id} p.${task.page.page + 1}${task.qtype ? " · " + task.qtype : ""}`;
+  $("question").value = task.question || ""; $("question").readOnly = task.question !== null;
+  await loadPage(task.page);
+  state.renewTimer = setInterval(() => api("POST", `/api/tasks/${task.id}/renew`).catch((e) => say(e.message, true)), 60000);
+  if (task.question && state.user.model) await propose(); else { say(state.user.model ? "write a question, then Propose (P)" : "no model: draw the answer"); $("question").focus(); }
+}
+
+async function skipTask() {
+  if (state.task) { try { await api("POST", `/api/tasks/${state.task.id}/release`); } catch (e) { /* the lease may have gone */ } }
+  state.historyPos = -1; await nextTask();
+}
+
+function answerPayload(answerable) {
+  const seconds = (performance.now() - state.shownAt) / 1000;
+  return {
+    question: $("question").value.trim(), answerable,
+    mask_png: answerable ? $("mask").toDataURL("image/png") : null,
+    seconds, edits: state.edits,
+    candidate: state.proposal && !state.dirty && state.selected !== null ? state.selected : null,
+    model_version: state.proposal ? state.proposal.model_version : null,
+  };
+}
+
+async function submit(answerable = true) {
+  if (answerable && maskIsEmpty()) { say("the mask is empty: draw the answer or press N (not answerable)", true); return; }
+  const body = answerPayload(answerable);
+  if (!body.question) { say("the question is empty", true); return; }
+  try {
+    if (state.annotation) {
+      const saved = await api("PUT", `/api/annotations/${state.annotation.id}`, { ...body, version: state.annotation.version });
+      say(`annotation ${saved.id} saved (version ${saved.version})`);
+      state.annotation = saved; return;
+    }
+    if (!state.task) return;
+    const saved = await api("POST", `/api/tasks/${state.task.id}/annotation`, body);
+    state.history = []; state.historyPos = -1;
+    say(`saved annotation ${saved.id}`);
+    await nextTask();
+  } catch (e) {
+    if (e.status === 409 && e.data && e.data.current) { say(`${e.message}; your version is in the audit log`, true); if (state.annotation) state.annotation = e.data.current; }
+    else say(e.message, true);
+  }
+}
+
+async function previous() {
+  if (!state.history.length || state.historyPos < 0) state.history = await api("GET", "/api/annotations/mine?limit=50");
+  if (state.historyPos + 1 >= state.history.length) { say("no earlier annotation of yours"); return; }
+  if (state.task && state.historyPos < 0) { try { await api("POST", `/api/tasks/${state.task.id}/release`); } catch (e) { /* gone */ } state.task = null; }
+  state.historyPos += 1;
+  await openAnnotation(state.history[state.historyPos].id);
+  say(`your annotation ${state.annotation.id} (version ${state.annotation.version}): edit and Submit to save, → for a new task`);
+}
+
+async function openAnnotation(id) {
+  const a = await api("GET", `/api/annotations/${id}`);
+  resetWork(); state.annotation = a;
+  $("task-info").textContent = `Annotation ${a.id} · ${a.page.doc_id} p.${a.page.page + 1} · ${a.review}`;
+  $("question").value = a.question; $("question").readOnly = state.mode === "review";
+  await loadPage(a.page);
+  if (a.answerable) await drawImageToMask(`/api/annotations/${a.id}/mask.png`);
+  state.dirty = true;
+}
+
+// ---- review ----------------------------------------------------------------------------------------------------
+async function nextReview() {
+  resetWork(); state.task = null;
+  let a;
+  try { a = await api("GET", "/api/review/next"); }
+  catch (e) { $("task-info").textContent = ""; say(e.status === 404 ? "nothing to review" : e.message, e.status !== 404); return; }
+  await openAnnotation(a.id);
+  say(`${a.answerable ? "answer" : "marked not answerable"} by user ${a.user_id}; ${a.edits} edits, ${a.seconds.toFixed(1)} s`);
+}
+async function review(decision) {
+  if (!state.annotation) return;
+  let reason = "";
+  if (decision !== "approve") { reason = window.prompt(decision === "reject" ? "Why is it rejected?" : "What did you fix?") || ""; if (!reason.trim()) { say("a reason is needed", true); return; } }
+  const body = { version: state.annotation.version, decision, reason };
+  if (decision === "fix") { const p = answerPayload(!maskIsEmpty()); body.fix = p; }
+  try { await api("POST", `/api/annotations/${state.annotation.id}/review`, body); say(`${decision}d`); await nextReview(); }
+  catch (e) { say(e.message, true); }
+}
+
+// ---- dashboard -------------------------------------------------------------------------------------------------
+function table(title, rows) {
+  const keys = ["annotations", "seconds_per_mask_median", "edits_per_mask_mean", "accepted_as_is_rate"];
+  let html = `<h2>${title}</h2><table><tr><th></th><th>annotations</th><th>s / mask (median)</th><th>edits / mask</th><th>accepted as-is</th></tr>`;
+  for (const [name, r] of Object.entries(rows)) {
+    const esc = name.replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" }[c]));
+    html += `<tr><td>${esc}</td>` + keys.map((k) => `<td>${r[k] === undefined ? "" : (Number.isInteger(r[k]) ? r[k] : r[k].toFixed(2))}</td>`).join("") + "</tr>";
+  }
+  return html + "</table>";
+}
+async function loadDashboard() {
+  const s = await api("GET", "/api/stats");
+  $("dash-tables").innerHTML = table("By person", s.by_person) + table("By model version", s.by_model_version);
+  $("dash-plot").src = `/api/stats/plot.png?t=${Date.now()}`;
+}
+
+// ---- wiring ----------------------------------------------------------------------------------------------------
+function typing(ev) { const t = ev.target; return t && (t.tagName === "INPUT" || t.tagName === "TEXTAREA") && t.type !== "radio" && t.type !== "range"; }
+
+document.addEventListener("keydown", (ev) => {
+  if (!state.user || state.mode === "dashboard") return;
+  if (typing(ev)) { if (ev.key === "Enter" && !ev.shiftKey && ev.target.id === "question") { ev.preventDefault(); propose(); } if (ev.key === "Escape") ev.target.blur(); return; }
+  const k = ev.key;
+  if ((ev.ctrlKey || ev.metaKey) && k.toLowerCase() === "z") { ev.preventDefault(); undo(); return; }
+  if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
+  const actions = {
+    1: () => selectCandidate(0), 2: () => selectCandidate(1), 3: () => selectCandidate(2),
+    w: () => setTool("words"), b: () => setTool("box"), r: () => setTool("brush"),
+    c: () => { snapshot(); clearMask(); edited(); },
+    "[": () => { $("brush-size").value = Number($("brush-size").value) - 2; },
+    "]": () => { $("brush-size").value = Number($("brush-size").value) + 2; },
+  };
+  if (state.mode === "annotate") Object.assign(actions, {
+    p: propose, Enter: () => submit(true), n: () => submit(false), ArrowRight: skipTask, ArrowLeft: previous,
+  });
+  else Object.assign(actions, { a: () => review("approve"), x: () => review("reject"), f: () => review("fix"), ArrowRight: nextReview });
+  const fn = actions[k] || actions[k.toLowerCase()];
+  if (fn) { ev.preventDefault(); fn(); }
+});
+
+window.addEventListener("DOMContentLoaded", () => {
+  $("login-form").addEventListener("submit", async (ev) => {
+    ev.preventDefault(); $("login-error").textContent = "";
+    try { await api("POST", "/api/login", { name: $("login-name").value, password: $("login-password").value }); $("login-password").value = ""; start(); }
+    catch (e) { $("login-error").textContent = e.message; }
+  });
+  $("logout").addEventListener("click", async () => { await api("POST", "/api/logout").catch(() => null); showLogin(); });
+  for (const b of document.querySelectorAll("header nav button")) b.addEventListener("click", () => openView(b.dataset.view));
+  $("propose").addEventListener("click", propose);
+  $("submit").addEventListener("click", () => submit(true));
+  $("unanswerable").addEventListener("click", () => submit(false));
+  $("next").addEventListener("click", skipTask);
+  $("prev").addEventListener("click", previous);
+  $("undo").addEventListener("click", undo);
+  $("clear").addEventListener("click", () => { snapshot(); clearMask(); edited(); });
+  $("approve").addEventListener("click", () => review("approve"));
+  $("reject").addEventListener("click", () => review("reject"));
+  $("fix").addEventListener("click", () => review("fix"));
+  $("review-next").addEventListener("click", nextReview);
+  for (const r of document.querySelectorAll("input[name=tool]")) r.addEventListener("change", () => setTool(r.value));
+  const layer = $("pointer-layer");
+  layer.addEventListener("pointerdown", onPointerDown);
+  layer.addEventListener("pointermove", onPointerMove);
+  layer.addEventListener("pointerup", onPointerUp);
+  window.engine = state; // for tests and the browser console
+  start();
+});

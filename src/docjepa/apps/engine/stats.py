@@ -1,0 +1,118 @@
+"""The dashboard: annotations per day and per person, seconds per mask, accepted-as-is rate and edits per mask
+by model version; as JSON and as a figure (``docjepa engine stats`` writes both)."""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+from sqlalchemy import select
+
+from .db import Annotation, Database, User
+
+
+def _day(t: float) -> str:
+    return time.strftime("%Y-%m-%d", time.gmtime(t))
+
+
+def _summary(rows: list[tuple[float, int, float]]) -> dict:
+    """rows: (seconds, edits, accepted 0/1)."""
+    if not rows:
+        return {"annotations": 0}
+    sec, edits, acc = (np.array(c, dtype=float) for c in zip(*rows))
+    return {
+        "annotations": len(rows),
+        "seconds_per_mask_median": float(np.median(sec)),
+        "seconds_per_mask_mean": float(sec.mean()),
+        "edits_per_mask_mean": float(edits.mean()),
+        "accepted_as_is_rate": float(acc.mean()),
+    }
+
+
+def compute(db: Database) -> dict:
+    """Counts and rates over every annotation (rejected ones included: they cost the same time)."""
+    with db.read() as s:
+        names = dict(s.execute(select(User.id, User.name)).all())
+        anns = list(
+            s.execute(
+                select(
+                    Annotation.created_at,
+                    Annotation.user_id,
+                    Annotation.model_version,
+                    Annotation.seconds,
+                    Annotation.edits,
+                    Annotation.candidate,
+                    Annotation.review,
+                    Annotation.answerable,
+                )
+            ).all()
+        )
+    per_day: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    by_user, by_model = defaultdict(list), defaultdict(list)
+    reviews = defaultdict(int)
+    for created, uid, model, sec, edits, cand, review, _answerable in anns:
+        who = names.get(uid, str(uid))
+        per_day[_day(created)][who] += 1
+        row = (sec, edits, 1.0 if cand is not None else 0.0)
+        by_user[who].append(row)
+        by_model[model or "(no proposal)"].append(row)
+        reviews[review] += 1
+    return {
+        "annotations": len(anns),
+        "reviews": dict(reviews),
+        "per_day": {d: dict(v) for d, v in sorted(per_day.items())},
+        "by_person": {u: _summary(r) for u, r in sorted(by_user.items())},
+        "by_model_version": {m: _summary(r) for m, r in sorted(by_model.items())},
+    }
+
+
+def plot(stats: dict) -> bytes:
+    """A 2×2 PNG: annotations per day (stacked by person), seconds per mask by person, accepted-as-is rate and
+    edits per mask by model version."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 2, figsize=(10, 7))
+    days = list(stats["per_day"])
+    people = sorted({p for d in stats["per_day"].values() for p in d})
+    ax = axes[0][0]
+    bottom = np.zeros(len(days))
+    for person in people:
+        vals = np.array([stats["per_day"][d].get(person, 0) for d in days], dtype=float)
+        ax.bar(days, vals, bottom=bottom, label=person)
+        bottom += vals
+    ax.set_title("annotations per day")
+    if people:
+        ax.legend(fontsize=8)
+    ax.tick_params(axis="x", labelrotation=30, labelsize=8)
+
+    def bars(ax, table: dict, key: str, title: str) -> None:
+        labels = [k for k, v in table.items() if v.get("annotations")]
+        ax.bar(range(len(labels)), [table[k][key] for k in labels], color="tab:blue")
+        ax.set_xticks(range(len(labels)), labels, rotation=20, fontsize=8, ha="right")
+        ax.set_title(title)
+
+    bars(axes[0][1], stats["by_person"], "seconds_per_mask_median", "seconds per mask (median), by person")
+    bars(axes[1][0], stats["by_model_version"], "accepted_as_is_rate", "accepted as-is rate, by model version")
+    axes[1][0].set_ylim(0, 1)
+    bars(axes[1][1], stats["by_model_version"], "edits_per_mask_mean", "edits per mask (mean), by model version")
+    fig.suptitle(f"data engine: {stats['annotations']} annotations")
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90)
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def write(db: Database, out: Path) -> dict:
+    out.mkdir(parents=True, exist_ok=True)
+    stats = compute(db)
+    (out / "stats.json").write_text(json.dumps(stats, indent=1))
+    (out / "stats.png").write_bytes(plot(stats))
+    return {"annotations": stats["annotations"], "json": str(out / "stats.json"), "plot": str(out / "stats.png")}

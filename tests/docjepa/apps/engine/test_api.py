@@ -1,0 +1,226 @@
+"""The annotation service's HTTP API over SQLite and PostgreSQL: sign-in and roles, leases, proposals, saves
+with optimistic concurrency, reviews, the audit log, bad requests."""
+
+import numpy as np
+import pytest
+
+from .conftest import PASSWORD, client_for, make_engine, mask_png, word_mask
+
+
+@pytest.fixture
+def engine(db_url, docs, tiny_proposer):
+    from docjepa.apps.engine.server import ServerConfig, create_app
+
+    db = make_engine(db_url, docs)
+    app = create_app(ServerConfig(db=db_url, media=str(docs / "media-unused")), proposer=tiny_proposer)
+    yield app, db
+    db.dispose()
+    app.state.db.dispose()
+
+
+def test_schema_comes_from_the_migrations_and_init_is_repeatable(db_url):
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+
+    from docjepa.apps.engine.db import Base, Database
+    from docjepa.errors import UsageError
+
+    db = Database(db_url)
+    with pytest.raises(UsageError, match="engine init"):
+        db.require_schema()
+    assert db.migrate() == "0001"
+    with db.reader.connect() as conn:
+        assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []  # models = migrations
+    from docjepa.apps.engine import store
+
+    store.add_user(db, "ann", "annotator", PASSWORD)
+    assert db.migrate() == "0001"  # a second init upgrades in place and keeps the data
+    assert [u["name"] for u in store.list_users(db)] == ["ann"]
+    with db.writer.begin() as conn:
+        conn.exec_driver_sql("UPDATE alembic_version SET version_num = '0000'")
+    with pytest.raises(UsageError, match="schema 0000"):
+        db.require_schema()
+    db.dispose()
+
+
+def test_every_endpoint_needs_a_signed_in_user_and_roles_are_enforced(engine):
+    from fastapi.testclient import TestClient
+
+    app, _ = engine
+    anon = TestClient(app)
+    routes = [(m, r.path) for r in app.routes if r.path.startswith("/api/") for m in getattr(r, "methods", ())]
+    open_routes = {
+        ("POST", "/api/login"),
+        ("GET", "/api/docs"),
+        ("GET", "/api/openapi.json"),
+        ("HEAD", "/api/docs"),
+        ("HEAD", "/api/openapi.json"),
+    }
+    checked = 0
+    for method, path in routes:
+        if (method, path) in open_routes or path.startswith("/api/docs"):
+            continue
+        r = anon.request(
+            method, path.replace("{task_id}", "1").replace("{annotation_id}", "1").replace("{page_id}", "1")
+        )
+        assert r.status_code == 401, (method, path, r.status_code)
+        checked += 1
+    assert checked >= 20
+    assert anon.get("/").status_code == 200 and anon.get("/static/app.js").status_code == 200
+    assert anon.post("/api/login", json={"name": "ann", "password": "wrong password"}).status_code == 403
+    assert anon.post("/api/login", json={"name": "nobody", "password": PASSWORD}).status_code == 403
+
+    ann = client_for(app, "ann")
+    cookie = ann.cookies.jar and next(iter(ann.cookies.jar))
+    assert cookie.name == "docjepa_session"
+    login = anon.post("/api/login", json={"name": "ann", "password": PASSWORD})
+    flags = login.headers["set-cookie"].lower()
+    assert "httponly" in flags and "samesite=strict" in flags
+    for method, path in [
+        ("GET", "/api/review/next"),
+        ("GET", "/api/stats"),
+        ("GET", "/api/users"),
+        ("POST", "/api/uploads"),
+    ]:
+        assert ann.request(method, path).status_code == 403, path
+    rev = client_for(app, "rev")
+    assert rev.get("/api/stats").status_code == 200
+    assert rev.get("/api/users").status_code == 403
+    assert rev.post("/api/users", json={"name": "x", "role": "admin", "password": PASSWORD}).status_code == 403
+    boss = client_for(app, "boss")
+    assert boss.post("/api/users", json={"name": "eve", "role": "annotator", "password": PASSWORD}).status_code == 200
+    # A bearer token works instead of the cookie; signing out ends it.
+    token = login.json()["token"]
+    bearer = TestClient(app, headers={"Authorization": f"Bearer {token}"})
+    assert bearer.get("/api/me").json()["name"] == "ann"
+    assert bearer.post("/api/logout").status_code == 200
+    assert bearer.get("/api/me").status_code == 401
+
+
+def test_annotate_propose_save_update_conflict_review_and_audit(engine):
+    app, db = engine
+    ann, bob, rev = client_for(app, "ann"), client_for(app, "bob"), client_for(app, "rev")
+    task = ann.post("/api/tasks/next").json()
+    assert task["question"] and task["page"]["words"]
+    assert bob.post("/api/tasks/next").json()["id"] != task["id"]  # leased: bob gets another
+    assert ann.post("/api/tasks/next").json()["id"] == task["id"]  # ann gets her own back
+    assert ann.get(f"/api/pages/{task['page_id']}/image").content.startswith(b"\x89PNG")
+
+    prop = ann.post(f"/api/tasks/{task['id']}/propose", json={"question": task["question"]}).json()
+    assert len(prop["candidates"]) == 3 and 0 <= prop["best"] < 3 and prop["model_version"].count(":") == 1
+    assert all(c["png"].startswith("data:image/png;base64,") for c in prop["candidates"])
+    changed = ann.post(f"/api/tasks/{task['id']}/propose", json={"question": "something else"})
+    assert changed.status_code == 422
+    assert bob.post(f"/api/tasks/{task['id']}/propose", json={"question": task["question"]}).status_code == 409
+
+    page = task["page"]
+    mask = word_mask(page, [0, 1])
+    body = {
+        "question": task["question"],
+        "mask_png": mask_png(mask),
+        "seconds": 12.5,
+        "edits": 2,
+        "candidate": None,
+        "model_version": prop["model_version"],
+    }
+    assert bob.post(f"/api/tasks/{task['id']}/annotation", json=body).status_code == 409  # not bob's lease
+    saved = ann.post(f"/api/tasks/{task['id']}/annotation", json=body)
+    assert saved.status_code == 200, saved.text
+    a = saved.json()
+    assert a["version"] == 1 and a["word_ids"] == [0, 1] and a["edits"] == 2 and a["review"] == "pending"
+    from docjepa.apps.engine import masks
+
+    assert np.array_equal(masks.decode(a["mask"]), mask)
+    assert ann.post(f"/api/tasks/{task['id']}/annotation", json=body).status_code == 409  # the task is done
+
+    # Optimistic concurrency: the first save from version 1 wins; the second, from the same version, gets 409.
+    upd = body | {"mask_png": mask_png(word_mask(page, [2])), "version": 1}
+    first = ann.put(f"/api/annotations/{a['id']}", json=upd)
+    assert first.status_code == 200 and first.json()["version"] == 2 and first.json()["word_ids"] == [2]
+    stale = ann.put(f"/api/annotations/{a['id']}", json=upd | {"mask_png": mask_png(word_mask(page, [3]))})
+    assert stale.status_code == 409
+    assert stale.json()["current"]["version"] == 2 and stale.json()["current"]["word_ids"] == [2]
+    assert bob.put(f"/api/annotations/{a['id']}", json=upd | {"version": 2}).status_code == 403  # not his
+    assert bob.get(f"/api/annotations/{a['id']}").status_code == 403
+    assert ann.get(f"/api/annotations/{a['id']}/mask.png").content.startswith(b"\x89PNG")
+
+    # Review: reasons are required for reject and fix; a fix replaces the mask and approves.
+    nxt = rev.get("/api/review/next").json()
+    assert nxt["id"] == a["id"]
+    assert rev.post(f"/api/annotations/{a['id']}/review", json={"version": 2, "decision": "reject"}).status_code == 422
+    fix = {"question": task["question"], "mask_png": mask_png(word_mask(page, [4, 5]))}
+    r = rev.post(
+        f"/api/annotations/{a['id']}/review", json={"version": 2, "decision": "fix", "reason": "two words", "fix": fix}
+    )
+    assert r.status_code == 200, r.text
+    assert r.json()["review"] == "approved" and r.json()["word_ids"] == [4, 5] and r.json()["version"] == 3
+    assert rev.post(f"/api/annotations/{a['id']}/review", json={"version": 2, "decision": "approve"}).status_code == 409
+
+    log = rev.get(f"/api/annotations/{a['id']}/audit").json()
+    assert [e["action"] for e in log] == ["create", "update", "conflict", "review", "conflict"]
+    assert log[1]["before"]["word_ids"] == [0, 1] and log[1]["after"]["word_ids"] == [2]
+    assert log[2]["after"]["word_ids"] == [3]  # the refused save is kept, not lost
+    assert db.integrity_problems() == []
+
+    # Not answerable: no mask needed; an empty mask that claims an answer is refused.
+    t2 = ann.post("/api/tasks/next").json()
+    empty = {
+        "question": t2["question"],
+        "mask_png": mask_png(np.zeros((t2["page"]["height"], t2["page"]["width"]), bool)),
+    }
+    assert ann.post(f"/api/tasks/{t2['id']}/annotation", json=empty).status_code == 422
+    na = ann.post(f"/api/tasks/{t2['id']}/annotation", json={"question": t2["question"], "answerable": False})
+    assert na.status_code == 200 and na.json()["mask"] is None
+    stats = rev.get("/api/stats").json()
+    assert stats["annotations"] == 2 and stats["by_person"]["ann"]["annotations"] == 2
+    assert rev.get("/api/stats/plot.png").content.startswith(b"\x89PNG")
+
+
+def test_an_expired_lease_returns_the_task(engine):
+    app, _ = engine
+    app.state.cfg.lease_seconds = 0.3
+    ann, bob = client_for(app, "ann"), client_for(app, "bob")
+    t = ann.post("/api/tasks/next").json()
+    import time
+
+    time.sleep(0.5)
+    assert bob.post("/api/tasks/next").json()["id"] == t["id"]  # ann's lease ran out
+    body = {"question": t["question"], "answerable": False}
+    assert ann.post(f"/api/tasks/{t['id']}/annotation", json=body).status_code == 409
+    assert ann.post(f"/api/tasks/{t['id']}/renew").status_code == 409
+
+
+def test_bad_requests_get_a_4xx_with_a_message(engine):
+    app, _ = engine
+    ann = client_for(app, "ann")
+    t = ann.post("/api/tasks/next").json()
+    bad = [
+        ann.post(
+            f"/api/tasks/{t['id']}/annotation", content=b"{not json", headers={"content-type": "application/json"}
+        ),
+        ann.post(f"/api/tasks/{t['id']}/annotation", json={"answerable": True}),
+        ann.post("/api/tasks/abc/annotation", json={"question": "q"}),
+        ann.get("/api/pages/999999"),
+        ann.get("/api/annotations/999999"),
+        ann.post(f"/api/tasks/{t['id']}/annotation", json={"question": t["question"], "mask_png": "%%%"}),
+        ann.post(
+            f"/api/tasks/{t['id']}/annotation",
+            json={"question": t["question"], "mask_png": mask_png(np.ones((5, 5), bool))},
+        ),
+        ann.post(
+            f"/api/tasks/{t['id']}/annotation", json={"question": t["question"], "answerable": False, "seconds": -1}
+        ),
+        ann.post(
+            f"/api/tasks/{t['id']}/annotation", json={"question": t["question"], "answerable": False, "edits": "many"}
+        ),
+        ann.post(
+            f"/api/tasks/{t['id']}/annotation",
+            content=b"x" * (17 * 2**20),
+            headers={"content-type": "application/json"},
+        ),
+    ]
+    for r in bad:
+        assert 400 <= r.status_code < 500, (r.status_code, r.text[:200])
+        assert r.json()["detail"] and "Traceback" not in r.text
+    assert [r.status_code for r in bad] == [422, 422, 422, 404, 404, 422, 422, 422, 422, 413]
+    assert "is 5×5, the page" in bad[6].json()["detail"]
