@@ -10,10 +10,11 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from ...data.record import Answer, Page, Question, Word
+from ...data.record import Answer, Question
 from ...data.shards import ShardWriter
 from . import masks
 from .db import Annotation, Database, PageRow, Task, User
+from .store import page_record
 
 FORMATS = ("coco", "shards", "jsonl")
 DEFAULT_REVIEWS = ("pending", "approved")
@@ -145,17 +146,14 @@ def _shards(anns, pages, tasks, out: Path, val_fraction: float) -> dict:
     try:
         for pid in sorted(by_page, key=lambda i: (pages[i].doc_id, pages[i].page_no)):
             row = pages[pid]
-            words = [Word(w["text"], tuple(w["box"])) for w in row.words]
-            questions = []
+            page = page_record(row)
+            words, questions = page.words, page.questions
             for a in by_page[pid]:
                 regions = masks.to_polygons(masks.decode(a.mask))
                 text = " ".join(words[i].text for i in a.word_ids if i < len(words))
                 questions.append(
                     Question(a.question, tasks[a.task_id].qtype or "user", [Answer(regions, text, list(a.word_ids))])
                 )
-            page = Page(
-                row.doc_id, row.page_no, row.width, row.height, row.image, words, row.source, row.layout, questions
-            )
             part = "val" if row.doc_id in val_docs else "train"
             writers[part].add(page)
             counts[part][0] += 1

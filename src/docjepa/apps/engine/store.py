@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sqlalchemy import or_, select, update
+from sqlalchemy import delete, or_, select, update
 
 from ...data.record import Page, Word
 from . import masks
@@ -85,27 +85,29 @@ def _token_hash(token: str) -> str:
 
 
 def login(db: Database, name: str, password: str) -> tuple[str, dict]:
-    """A new session token for a correct name and password; raises Forbidden otherwise (same message either way)."""
+    """A new session token for a correct name and password; Forbidden otherwise, with the same message and about
+    the same time either way. The hash is checked outside any write transaction (it takes tens of ms)."""
     from argon2.exceptions import VerificationError
 
-    with db.write() as s:
+    with db.read() as s:
         user = s.scalar(select(User).where(User.name == name))
-        try:
-            if user is None or not user.active:
-                _hasher().hash(password)  # the same work for an unknown name: no timing oracle
-                raise VerificationError
-            _hasher().verify(user.password_hash, password)
-        except VerificationError:
-            raise Forbidden("wrong user name or password") from None
-        if _hasher().check_needs_rehash(user.password_hash):
-            user.password_hash = _hasher().hash(password)
-        token = secrets.token_urlsafe(32)
+    try:
+        if user is None or not user.active:
+            _hasher().hash(password)  # the same work for an unknown name: no timing oracle
+            raise VerificationError
+        _hasher().verify(user.password_hash, password)
+    except VerificationError:
+        raise Forbidden("wrong user name or password") from None
+    rehash = _hasher().hash(password) if _hasher().check_needs_rehash(user.password_hash) else None
+    token, t = secrets.token_urlsafe(32), now()
+    with db.write() as s:
+        if rehash:
+            s.execute(update(User).where(User.id == user.id).values(password_hash=rehash))
+        s.execute(delete(LoginSession).where(LoginSession.user_id == user.id, LoginSession.expires_at < t))
         s.add(
-            LoginSession(
-                token_hash=_token_hash(token), user_id=user.id, created_at=now(), expires_at=now() + SESSION_SECONDS
-            )
+            LoginSession(token_hash=_token_hash(token), user_id=user.id, created_at=t, expires_at=t + SESSION_SECONDS)
         )
-        return token, user_json(user)
+    return token, user_json(user)
 
 
 def logout(db: Database, token: str) -> None:
@@ -185,8 +187,15 @@ def load_page(db: Database, page_id: int) -> Page:
         row = s.get(PageRow, page_id)
         if row is None:
             raise NotFound(f"no page {page_id}")
-        words = [Word(w["text"], tuple(w["box"])) for w in row.words]
-        return Page(row.doc_id, row.page_no, row.width, row.height, row.image, words, row.source, row.layout)
+        return page_record(row)
+
+
+def page_record(row: PageRow, questions: list | None = None) -> Page:
+    """A page row as the project's page record (what the model, the exports and the shards take)."""
+    words = [Word(w["text"], tuple(w["box"])) for w in row.words]
+    return Page(
+        row.doc_id, row.page_no, row.width, row.height, row.image, words, row.source, row.layout, questions or []
+    )
 
 
 def page_json(row: PageRow) -> dict:
