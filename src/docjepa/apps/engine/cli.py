@@ -169,6 +169,106 @@ def cmd_check(args) -> None:
         raise SystemExit(1)
 
 
+def cmd_propose_questions(args) -> None:
+    from .automation import propose_questions
+    from .retrain import serving_checkpoint
+
+    db = _db(args)
+    print(
+        json.dumps(
+            propose_questions(db, args.checkpoint or serving_checkpoint(db), args.bank_min_score, not args.no_progress),
+            indent=1,
+        )
+    )
+
+
+def cmd_autolabel(args) -> None:
+    from .automation import autolabel
+    from .retrain import serving_checkpoint
+
+    db = _db(args)
+    print(
+        json.dumps(
+            autolabel(
+                db, args.checkpoint or serving_checkpoint(db), args.agree, args.target, args.limit, not args.no_progress
+            ),
+            indent=1,
+        )
+    )
+
+
+def cmd_retrain(args) -> None:
+    from .retrain import DEFAULT_CONFIG, retrain
+
+    config = args.config or (DEFAULT_CONFIG if Path(DEFAULT_CONFIG).is_file() else None)
+    print(
+        json.dumps(
+            retrain(
+                _db(args),
+                args.out,
+                args.steps,
+                args.include_machine,
+                args.val_fraction,
+                args.min_gain,
+                config,
+                args.threads,
+            ),
+            indent=1,
+        )
+    )
+
+
+def cmd_rounds(args) -> None:
+    from .retrain import list_rounds
+
+    print(json.dumps(list_rounds(_db(args)), indent=1))
+
+
+def cmd_curve(args) -> None:
+    from .simulate import write_report
+
+    print(write_report(args.result, args.markdown, args.plot))
+
+
+def cmd_simulate(args) -> None:
+    import logging
+
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    from .simulate import SimConfig, simulate
+
+    init = Path(args.init)
+    if not init.exists():
+        raise UsageError(f"no model at --init {init} (a pre-training run, e.g. runs/demo/pretrain after make demo)")
+    cfg = SimConfig(
+        init=str(init),
+        pool_pages=args.pool_pages,
+        eval_pages=args.eval_pages,
+        seed_pages=args.seed_pages,
+        rounds=args.rounds,
+        pages_per_round=args.pages_per_round,
+        steps=args.steps,
+        seed_steps=args.seed_steps,
+        sample_pages=args.sample_pages,
+        eval_limit=args.eval_limit,
+        page_size=args.page_size,
+        threads=args.threads,
+        seed=args.seed,
+    )
+    result = simulate(cfg, args.out, progress=not args.no_progress)
+    last = {m: r[-1]["heldout"]["mIoU"] for m, r in result["stages"].items()}
+    print(
+        json.dumps(
+            {
+                "out": str(args.out),
+                "seed_mIoU": result["seed"]["mIoU"],
+                "last_round_mIoU": last,
+                "manual": {k: result["manual"][k]["heldout"]["mIoU"] for k in ("same_edits", "same_pages")},
+            },
+            indent=1,
+        )
+    )
+
+
 def add_parser(sub, int_at_least) -> None:
     """Add ``engine`` and its subcommands to the ``docjepa`` parser."""
     e = sub.add_parser("engine", help="the data engine: an annotation service where the model proposes masks")
@@ -230,6 +330,54 @@ def add_parser(sub, int_at_least) -> None:
     st = with_db(esub.add_parser("stats", help="dashboard figures: stats.json and stats.png"))
     st.add_argument("--out", type=Path, default=Path("runs/engine/stats"))
     st.set_defaults(func=cmd_stats)
+
+    pq = with_db(esub.add_parser("propose-questions", help="semi-automatic: the engine asks each page's questions"))
+    pq.add_argument("--checkpoint", help="model (default: the serving one)")
+    pq.add_argument("--bank-min-score", type=float, default=0.5, help="keep a bank question at this predicted IoU")
+    pq.add_argument("--no-progress", action="store_true")
+    pq.set_defaults(func=cmd_propose_questions)
+    al = with_db(esub.add_parser("autolabel", help="automatic labels that pass thresholds chosen on people's"))
+    al.add_argument("--checkpoint", help="model (default: the serving one)")
+    al.add_argument("--agree", type=float, default=0.8, help="IoU with people's answer that counts as agreeing")
+    al.add_argument("--target", type=float, default=0.9, help="fraction of kept labels that must agree")
+    al.add_argument("--limit", type=int_at_least(1), default=None, help="label at most this many questions")
+    al.add_argument("--no-progress", action="store_true")
+    al.set_defaults(func=cmd_autolabel)
+    rt = with_db(esub.add_parser("retrain", help="a retraining round: export, fine-tune, evaluate, promote if better"))
+    rt.add_argument("--out", type=Path, required=True, help="the round's folder (data/, model/)")
+    rt.add_argument("--steps", type=int_at_least(1), default=200)
+    rt.add_argument("--include-machine", action="store_true", help="train on automatic labels too")
+    rt.add_argument("--val-fraction", type=float, default=0.2)
+    rt.add_argument("--min-gain", type=float, default=0.0, help="promote only when held-out mIoU gains more")
+    rt.add_argument("--config", default=None, help="fine-tuning config (default configs/finetune/tiny.yaml)")
+    rt.add_argument("--threads", type=int_at_least(1), default=None)
+    rt.set_defaults(func=cmd_retrain)
+    rr = with_db(esub.add_parser("rounds", help="the retraining rounds so far"))
+    rr.set_defaults(func=cmd_rounds)
+
+    sm = esub.add_parser("simulate", help="the engine curve with a scripted annotator on generated pages")
+    sm.add_argument("--init", default="runs/demo/pretrain", help="pre-training run the seed model starts from")
+    sm.add_argument("--out", type=Path, default=Path("runs/engine-simulate"))
+    sm.add_argument("--pool-pages", type=int_at_least(1), default=300)
+    sm.add_argument("--eval-pages", type=int_at_least(1), default=120)
+    sm.add_argument("--seed-pages", type=int_at_least(1), default=50)
+    sm.add_argument("--rounds", type=int_at_least(1), default=5)
+    sm.add_argument("--pages-per-round", type=int_at_least(1), default=25)
+    sm.add_argument("--steps", type=int_at_least(1), default=60, help="fine-tuning steps per round")
+    sm.add_argument("--seed-steps", type=int_at_least(1), default=150)
+    sm.add_argument("--sample-pages", type=int_at_least(1), default=75, help="pages the semi-automatic stage scores")
+    sm.add_argument("--eval-limit", type=int_at_least(1), default=200)
+    sm.add_argument("--page-size", type=int_at_least(64), default=512)
+    sm.add_argument("--threads", type=int_at_least(1), default=2)
+    sm.add_argument("--seed", type=int, default=0)
+    sm.add_argument("--no-progress", action="store_true")
+    sm.set_defaults(func=cmd_simulate)
+
+    cv = esub.add_parser("curve", help="the simulation's JSON → its table (into marked doc sections) and plot")
+    cv.add_argument("result", type=Path, help="simulate.json")
+    cv.add_argument("--markdown", action="append", type=Path, default=[], help="fill this file's curve section")
+    cv.add_argument("--plot", type=Path, default=None, help="write the curve here")
+    cv.set_defaults(func=cmd_curve)
 
     c = with_db(esub.add_parser("check", help="integrity check of the database (exit 1 when a problem is found)"))
     c.set_defaults(func=cmd_check)

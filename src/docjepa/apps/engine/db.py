@@ -99,6 +99,8 @@ class Task(Base):
     lease_expires: Mapped[float | None] = mapped_column(Float, nullable=True)
     claims: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[float] = mapped_column(Float, default=now)
+    priority: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
+    """Tasks with a higher priority are handed out first (the semi-automatic stage ranks by uncertainty)."""
 
 
 class Annotation(Base):
@@ -125,6 +127,8 @@ class Annotation(Base):
     version: Mapped[int] = mapped_column(Integer, default=1)
     created_at: Mapped[float] = mapped_column(Float, default=now)
     updated_at: Mapped[float] = mapped_column(Float, default=now)
+    source: Mapped[str] = mapped_column(String(16), default="human", server_default="human", index=True)
+    """``human``, or ``machine`` for automatic labels (``docjepa engine autolabel``)."""
 
 
 class AuditEntry(Base):
@@ -155,6 +159,24 @@ class Upload(Base):
     pages: Mapped[int] = mapped_column(Integer, default=0)
     user_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"), nullable=True)
     created_at: Mapped[float] = mapped_column(Float, default=now)
+
+
+class Round(Base):
+    """One retraining round: export, fine-tune from the serving model, evaluate both on the same held-out
+    annotated pages, promote the new model only when it is better. ``report`` holds the counts and scores."""
+
+    __tablename__ = "rounds"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    started_at: Mapped[float] = mapped_column(Float, default=now)
+    finished_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    status: Mapped[str] = mapped_column(String(16), default="running")
+    out: Mapped[str] = mapped_column(String(1024))
+    base_checkpoint: Mapped[str] = mapped_column(String(1024))
+    base_version: Mapped[str] = mapped_column(String(128))
+    new_checkpoint: Mapped[str | None] = mapped_column(String(1024), nullable=True)
+    new_version: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    promoted: Mapped[bool] = mapped_column(Boolean, default=False)
+    report: Mapped[dict | None] = mapped_column(JSON, nullable=True)
 
 
 class Setting(Base):
@@ -221,8 +243,8 @@ class Database:
         with Session(self.reader, expire_on_commit=False) as s, s.begin():
             yield s
 
-    def migrate(self) -> str:
-        """Create or upgrade the schema to the newest revision; returns it."""
+    def migrate(self, revision: str = "head") -> str:
+        """Create or upgrade the schema to ``revision`` (default: the newest); returns the revision reached."""
         from alembic import command
         from alembic.config import Config
 
@@ -230,7 +252,7 @@ class Database:
         cfg.set_main_option("script_location", str(MIGRATIONS))
         with self.writer.begin() as conn:
             cfg.attributes["connection"] = conn
-            command.upgrade(cfg, "head")
+            command.upgrade(cfg, revision)
         return self.revision() or ""
 
     def revision(self) -> str | None:

@@ -21,11 +21,10 @@ DEFAULT_REVIEWS = ("pending", "approved")
 """Annotations exported by default: all but those a reviewer rejected."""
 
 
-def _rows(
-    db: Database, reviews: tuple[str, ...]
-) -> tuple[list[Annotation], dict[int, PageRow], dict[int, Task], dict[int, str]]:
+def _rows(db: Database, reviews: tuple[str, ...], sources: tuple[str, ...]):
     with db.read() as s:
-        anns = list(s.scalars(select(Annotation).where(Annotation.review.in_(reviews)).order_by(Annotation.id)))
+        q = select(Annotation).where(Annotation.review.in_(reviews), Annotation.source.in_(sources))
+        anns = list(s.scalars(q.order_by(Annotation.id)))
         page_ids = sorted({a.page_id for a in anns})
         pages = {p.id: p for p in s.scalars(select(PageRow).where(PageRow.id.in_(page_ids)))} if page_ids else {}
         tasks = {t.id: t for t in s.scalars(select(Task).where(Task.id.in_([a.task_id for a in anns])))} if anns else {}
@@ -44,6 +43,7 @@ def _meta(a: Annotation, users: dict[int, str]) -> dict:
         "edits": a.edits,
         "review": a.review,
         "version": a.version,
+        "source": a.source,
     }
 
 
@@ -61,11 +61,17 @@ def held_out_docs(doc_ids: list[str], fraction: float) -> set[str]:
 
 
 def export(
-    db: Database, fmt: str, out: Path, reviews: tuple[str, ...] = DEFAULT_REVIEWS, val_fraction: float = 0.2
+    db: Database,
+    fmt: str,
+    out: Path,
+    reviews: tuple[str, ...] = DEFAULT_REVIEWS,
+    val_fraction: float = 0.2,
+    sources: tuple[str, ...] = ("human", "machine"),
 ) -> dict:
+    """``sources``: people's annotations (``human``) and/or automatic labels (``machine``)."""
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {fmt!r}")
-    anns, pages, tasks, users = _rows(db, reviews)
+    anns, pages, tasks, users = _rows(db, reviews, sources)
     out.mkdir(parents=True, exist_ok=True)
     if fmt == "coco":
         return _coco(anns, pages, users, out)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import os
 import threading
 import time
@@ -25,6 +26,7 @@ from ...data.record import Page
 from ...predictor import choose_mask, page_region
 from . import masks
 
+log = logging.getLogger("docjepa.engine")
 COLOURS = [(230, 40, 40), (30, 120, 230), (20, 170, 90)]
 """Overlay colours of the candidates, in order (the page uses the same)."""
 
@@ -58,9 +60,38 @@ class Proposer:
         self.lock = threading.Lock()
         self.model_dir = resolve_model_dir(checkpoint)
         self.version = model_version(self.model_dir)
+        self.cls, self.device, self.checkpoint = DocumentPredictor, device, str(checkpoint)
         self.predictor = self.pool.submit(self._load, DocumentPredictor, checkpoint, device, torch).result()
         self.cache: OrderedDict[int, tuple] = OrderedDict()
         self.cache_pages = cache_pages
+        self.checked_at = 0.0
+
+    def switch(self, checkpoint: str | Path) -> None:
+        """Serve another model from the next proposal on. The new model is loaded in the worker thread, so
+        proposals already queued finish on the old one and none is dropped; the page cache is emptied."""
+        import torch
+
+        from ...modeling.files import resolve_model_dir
+
+        def load() -> None:
+            try:
+                predictor = self._load(self.cls, checkpoint, self.device, torch)
+            except Exception:  # a broken promoted model: keep serving the one that works, say why in the log
+                log.exception("could not load %s; still serving %s", checkpoint, self.version)
+                return
+            with self.lock:
+                self.predictor, self.model_dir = predictor, resolve_model_dir(checkpoint)
+                self.version, self.checkpoint = model_version(self.model_dir), str(checkpoint)
+                self.cache.clear()
+
+        self.pool.submit(load)
+
+    def follow(self, wanted: str | None, every: float = 5.0) -> None:
+        """Switch to ``wanted`` (the database's serving checkpoint, read by the caller at most every ``every``
+        seconds) when a retraining round promoted another model."""
+        if wanted and Path(wanted).resolve() != Path(self.checkpoint).resolve():
+            self.checkpoint = wanted  # one switch per promotion, even while it loads
+            self.switch(wanted)
 
     def _load(self, cls, checkpoint, device, torch):
         torch.set_num_threads(self.threads)
@@ -86,26 +117,17 @@ class Proposer:
         with self.lock:
             encode_s = self._set_page(page_id, page)
             t = time.perf_counter()
-            p = self.predictor
-            logits, scores = p.predict_logits(question)
-            frame = p.scale * logits.shape[-1] / p.size
-            best = choose_mask(logits, scores, page_region(p.page, frame, logits.shape[-1]))
-            candidates = []
-            for k in range(logits.shape[0]):
-                small, box = p.answer_mask(logits, scores, best=k)
-                if box is not None:
-                    full = box_mask(box, page, 1.0, max(page.height, page.width))[: page.height, : page.width]
-                else:
-                    full = _upsample(small, page, frame)
-                candidates.append(
-                    {
-                        "index": k,
-                        "score": float(scores[k]),
-                        "png": masks.data_url(masks.to_png(full, COLOURS[k % len(COLOURS)])),
-                        "word_ids": masks.words_inside(page.words, full),
-                        "empty": not bool(full.any()),
-                    }
-                )
+            _, scores, best, full = candidate_masks(self.predictor, page, question)
+            candidates = [
+                {
+                    "index": k,
+                    "score": float(scores[k]),
+                    "png": masks.data_url(masks.to_png(m, COLOURS[k % len(COLOURS)])),
+                    "word_ids": masks.words_inside(page.words, m),
+                    "empty": not bool(m.any()),
+                }
+                for k, m in enumerate(full)
+            ]
             return {
                 "candidates": candidates,
                 "best": int(best),
@@ -114,12 +136,36 @@ class Proposer:
                 "decode_seconds": time.perf_counter() - t,
             }
 
+    def due(self, every: float = 5.0) -> bool:
+        """Time to look at the serving checkpoint setting again?"""
+        t = time.monotonic()
+        if t - self.checked_at >= every:
+            self.checked_at = t
+            return True
+        return False
+
     async def propose(self, page_id: int, page: Page, question: str) -> dict:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self.pool, self.propose_sync, page_id, page, question)
 
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+def candidate_masks(predictor, page: Page, question: str):
+    """The decoder's candidates for a question on the predictor's current page (``page``), each snapped to the OCR
+    words it covers as ``predict`` snaps its answer, at the page's resolution: (logits, scores, best, masks)."""
+    logits, scores = predictor.predict_logits(question)
+    frame = predictor.scale * logits.shape[-1] / predictor.size
+    best = choose_mask(logits, scores, page_region(predictor.page, frame, logits.shape[-1]))
+    full = []
+    for k in range(logits.shape[0]):
+        small, box = predictor.answer_mask(logits, scores, best=k)
+        if box is not None:
+            full.append(box_mask(box, page, 1.0, max(page.height, page.width))[: page.height, : page.width])
+        else:
+            full.append(_upsample(small, page, frame))
+    return logits, scores, int(best), full
 
 
 def _upsample(small: np.ndarray, page: Page, frame: float) -> np.ndarray:

@@ -50,6 +50,10 @@ class ServerConfig:
     """Model device (default: CUDA when available)."""
     model_threads: int | None = None
     """PyTorch threads of the model worker (default: all cores but one)."""
+    follow_seconds: float = 5.0
+    """How often the server looks for a model promoted by a retraining round."""
+    rounds_dir: str = "runs/engine/rounds"
+    """Where retraining rounds started from the page write their runs."""
 
 
 class Login(BaseModel):
@@ -88,6 +92,11 @@ class NewUser(BaseModel):
     name: str
     role: Literal["annotator", "reviewer", "admin"]
     password: str = Field(max_length=1024)
+
+
+class RetrainIn(BaseModel):
+    steps: int = Field(default=200, ge=1, le=100_000)
+    include_machine: bool = False
 
 
 class NewTask(BaseModel):
@@ -135,6 +144,14 @@ async def _too_large(limit: int, send) -> None:
     )
 
 
+def _serving(db: Database) -> str | None:
+    from .db import Setting
+
+    with db.read() as s:
+        row = s.get(Setting, "checkpoint")
+        return row.value if row is not None else None
+
+
 def current_user(request: Request) -> dict:
     """The signed-in user (session cookie or bearer token); 401 otherwise."""
     token = request.cookies.get(COOKIE)
@@ -177,6 +194,10 @@ def create_app(cfg: ServerConfig, proposer=None) -> FastAPI:
         from .proposer import Proposer
 
         proposer = Proposer(cfg.checkpoint, device=cfg.device, threads=cfg.model_threads)
+        from .db import Setting
+
+        with db.write() as s:  # the model served is the serving model; retraining rounds replace it
+            s.merge(Setting(key="checkpoint", value=str(Path(cfg.checkpoint).resolve())))
     app = FastAPI(title="Document-JEPA data engine", docs_url="/api/docs", openapi_url="/api/openapi.json")
     app.state.db, app.state.proposer, app.state.cfg = db, proposer, cfg
     app.add_middleware(
@@ -263,6 +284,12 @@ def create_app(cfg: ServerConfig, proposer=None) -> FastAPI:
         store.release(db, task_id, who["id"])
         return {"ok": True}
 
+    @app.post("/api/tasks/{task_id}/missed")
+    def add_missed(task_id: int, body: ProposeIn, who: User) -> dict:
+        """A question the engine did not ask about the page of a task the caller holds: a new task on that page."""
+        task = store.task_for(db, task_id, who["id"])
+        return {"id": store.add_task(db, task["page_id"], body.question, qtype="user-added")}
+
     @app.post("/api/tasks")
     def add_task(body: NewTask, who: Admin) -> dict:
         return {"id": store.add_task(db, body.page_id, body.question)}
@@ -284,6 +311,8 @@ def create_app(cfg: ServerConfig, proposer=None) -> FastAPI:
         task = await run_in_threadpool(store.task_for, db, task_id, who["id"])
         if task["question"] is not None and body.question.strip() != task["question"]:
             raise store.Invalid("the question of this task cannot be changed")
+        if proposer.due(cfg.follow_seconds):  # a retraining round may have promoted another model
+            proposer.follow(await run_in_threadpool(_serving, db))
         page = await run_in_threadpool(store.load_page, db, task["page_id"])
         return await proposer.propose(task["page_id"], page, body.question.strip())
 
@@ -319,8 +348,8 @@ def create_app(cfg: ServerConfig, proposer=None) -> FastAPI:
         )
 
     @app.get("/api/review/next")
-    def review_next(who: Reviewer):
-        a = store.next_for_review(db, who)
+    def review_next(who: Reviewer, source: Literal["human", "machine"] | None = None):
+        a = store.next_for_review(db, who, source)
         return a if a is not None else JSONResponse({"detail": "nothing to review"}, status_code=404)
 
     @app.post("/api/annotations/{annotation_id}/review")
@@ -342,6 +371,41 @@ def create_app(cfg: ServerConfig, proposer=None) -> FastAPI:
     @app.get("/api/stats/plot.png")
     def stats_plot(who: Reviewer) -> Response:
         return Response(stats.plot(stats.compute(db)), media_type="image/png")
+
+    @app.get("/api/rounds")
+    def rounds(who: Reviewer) -> list:
+        from .retrain import list_rounds
+
+        return list_rounds(db)
+
+    @app.post("/api/retrain")
+    def start_retrain(body: RetrainIn, who: Admin) -> dict:
+        """Start a retraining round in a child process (``docjepa engine retrain``); the server keeps serving and
+        follows the promoted model. Its progress is in ``GET /api/rounds``."""
+        import subprocess
+        import sys
+        import time as _time
+
+        out = Path(cfg.rounds_dir) / _time.strftime("round-%Y%m%d-%H%M%S")
+        cmd = [
+            sys.executable,
+            "-m",
+            "docjepa.cli",
+            "engine",
+            "retrain",
+            "--db",
+            cfg.db,
+            "--out",
+            str(out),
+            "--steps",
+            str(body.steps),
+        ]
+        if body.include_machine:
+            cmd.append("--include-machine")
+        Path(cfg.rounds_dir).mkdir(parents=True, exist_ok=True)
+        log_file = open(str(out) + ".log", "w")  # noqa: SIM115 (the child keeps it)
+        proc = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True)
+        return {"pid": proc.pid, "out": str(out), "log": str(out) + ".log"}
 
     @app.get("/api/users")
     def users(who: Admin) -> list:

@@ -256,7 +256,7 @@ def claim_next(db: Database, user_id: int, lease: float = LEASE_SECONDS) -> dict
             free = s.scalar(
                 select(Task)
                 .where(Task.status == "open", or_(Task.lease_user_id.is_(None), Task.lease_expires <= t))
-                .order_by(Task.id)
+                .order_by(Task.priority.desc(), Task.id)
                 .limit(1)
                 .with_for_update(skip_locked=True)
             )
@@ -362,6 +362,7 @@ def annotation_json(a: Annotation) -> dict:
         "review_reason": a.review_reason,
         "reviewer_id": a.reviewer_id,
         "version": a.version,
+        "source": a.source,
         "created_at": a.created_at,
         "updated_at": a.updated_at,
     }
@@ -407,12 +408,73 @@ def create_annotation(db: Database, task_id: int, user_id: int, answer: Answer) 
             version=1,
             created_at=t,
             updated_at=t,
+            source="human",
         )
         s.add(a)
         task.status, task.lease_user_id, task.lease_expires = "done", None, None
         s.flush()
         _audit(s, user_id, "create", a.id, None, annotation_json(a))
         return annotation_json(a)
+
+
+AUTOLABEL_USER = "autolabel"
+"""The account automatic labels are made under (inactive: nobody signs in as it)."""
+
+
+def machine_user(db: Database) -> int:
+    with db.write() as s:
+        uid = s.scalar(select(User.id).where(User.name == AUTOLABEL_USER))
+        if uid is None:
+            user = User(name=AUTOLABEL_USER, role="annotator", password_hash="!", active=False, created_at=now())
+            s.add(user)
+            s.flush()
+            uid = user.id
+        return uid
+
+
+def create_machine_annotation(db: Database, task_id: int, mask: np.ndarray, model_version: str) -> dict | None:
+    """An automatic label for an open task nobody holds; None when the task was taken or done meanwhile."""
+    uid = machine_user(db)
+    with db.write() as s:
+        task = s.get(Task, task_id)
+        if (
+            task is None
+            or task.status != "open"
+            or (task.lease_user_id is not None and (task.lease_expires or 0) > now())
+        ):
+            return None
+        page = s.get(PageRow, task.page_id)
+        rle, words = check_answer(Answer(task.question or "", True, mask, model_version=model_version), page)
+        t = now()
+        a = Annotation(
+            task_id=task.id,
+            page_id=task.page_id,
+            question=task.question,
+            answerable=True,
+            mask=rle,
+            word_ids=words,
+            user_id=uid,
+            model_version=model_version,
+            candidate=None,
+            seconds=0.0,
+            edits=0,
+            review="pending",
+            review_reason="",
+            version=1,
+            created_at=t,
+            updated_at=t,
+            source="machine",
+        )
+        s.add(a)
+        task.status, task.lease_user_id, task.lease_expires = "done", None, None
+        s.flush()
+        _audit(s, None, "create", a.id, None, annotation_json(a))
+        return annotation_json(a)
+
+
+def set_priority(db: Database, task_id: int, priority: float) -> None:
+    with db.write() as s:
+        s.execute(update(Task).where(Task.id == task_id).values(priority=float(priority)))
 
 
 def get_annotation(db: Database, annotation_id: int) -> dict:
@@ -513,15 +575,17 @@ def review_annotation(
     return _conditional_update(db, annotation_id, version, user, values, "review")
 
 
-def next_for_review(db: Database, user: dict) -> dict | None:
-    """The oldest pending annotation made by someone else."""
+def next_for_review(db: Database, user: dict, source: str | None = None) -> dict | None:
+    """The oldest pending annotation made by someone else; with ``source="machine"``, a random pending automatic
+    label (reviewers audit a sample of them)."""
+    from sqlalchemy import func
+
     with db.read() as s:
-        a = s.scalar(
-            select(Annotation)
-            .where(Annotation.review == "pending", Annotation.user_id != user["id"])
-            .order_by(Annotation.updated_at, Annotation.id)
-            .limit(1)
-        )
+        q = select(Annotation).where(Annotation.review == "pending", Annotation.user_id != user["id"])
+        if source is not None:
+            q = q.where(Annotation.source == source)
+        q = q.order_by(func.random()) if source == "machine" else q.order_by(Annotation.updated_at, Annotation.id)
+        a = s.scalar(q.limit(1))
         if a is None:
             return None
         return annotation_json(a) | {"page": page_json(s.get(PageRow, a.page_id))}

@@ -28,14 +28,38 @@ def test_schema_comes_from_the_migrations_and_init_is_repeatable(db_url):
     db = Database(db_url)
     with pytest.raises(UsageError, match="engine init"):
         db.require_schema()
-    assert db.migrate() == "0001"
-    with db.reader.connect() as conn:
-        assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []  # models = migrations
+    # A database made by the first version, with data in it, is upgraded in place by a later init.
+    assert db.migrate("0001") == "0001"
+    with pytest.raises(UsageError, match="schema 0001"):
+        db.require_schema()
     from docjepa.apps.engine import store
 
+    with db.writer.begin() as conn:
+        conn.exec_driver_sql(
+            "INSERT INTO users (name, role, password_hash, active, created_at) VALUES ('old', 'admin', 'x', true, 0)"
+        )
+        conn.exec_driver_sql(
+            "INSERT INTO pages (doc_id, page_no, width, height, image, words, source, layout, created_at) "
+            "VALUES ('d', 0, 10, 10, 'png', '[]', '', '', 0)"
+        )
+        conn.exec_driver_sql(
+            "INSERT INTO tasks (page_id, question, qtype, status, claims, created_at) "
+            "VALUES (1, 'q?', '', 'done', 1, 0)"
+        )
+        conn.exec_driver_sql(
+            "INSERT INTO annotations (task_id, page_id, question, answerable, word_ids, user_id, seconds, edits, "
+            "review, review_reason, version, created_at, updated_at) "
+            "VALUES (1, 1, 'q?', false, '[]', 1, 1.0, 0, 'pending', '', 1, 0, 0)"
+        )
+    head = db.migrate()
+    assert head == "0002"
+    with db.reader.connect() as conn:
+        assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []  # models = migrations
+    old = store.get_annotation(db, 1)
+    assert old["question"] == "q?" and old["source"] == "human"  # kept, with the new column's default
     store.add_user(db, "ann", "annotator", PASSWORD)
-    assert db.migrate() == "0001"  # a second init upgrades in place and keeps the data
-    assert [u["name"] for u in store.list_users(db)] == ["ann"]
+    assert db.migrate() == head  # running init again changes nothing
+    assert [u["name"] for u in store.list_users(db)] == ["old", "ann"]
     with db.writer.begin() as conn:
         conn.exec_driver_sql("UPDATE alembic_version SET version_num = '0000'")
     with pytest.raises(UsageError, match="schema 0000"):
@@ -109,6 +133,11 @@ def test_annotate_propose_save_update_conflict_review_and_audit(engine):
     prop = ann.post(f"/api/tasks/{task['id']}/propose", json={"question": task["question"]}).json()
     assert len(prop["candidates"]) == 3 and 0 <= prop["best"] < 3 and prop["model_version"].count(":") == 1
     assert all(c["png"].startswith("data:image/png;base64,") for c in prop["candidates"])
+    missed = ann.post(f"/api/tasks/{task['id']}/missed", json={"question": "Where is the page number?"})
+    assert (
+        missed.status_code == 200
+        and bob.post(f"/api/tasks/{task['id']}/missed", json={"question": "x"}).status_code == 409
+    )
     changed = ann.post(f"/api/tasks/{task['id']}/propose", json={"question": "something else"})
     assert changed.status_code == 422
     assert bob.post(f"/api/tasks/{task['id']}/propose", json={"question": task["question"]}).status_code == 409

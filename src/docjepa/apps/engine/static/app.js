@@ -30,6 +30,7 @@ async function start() {
   $("bar").classList.remove("hidden");
   $("who").textContent = `${state.user.name} (${state.user.role}) · model ${state.user.model || "none"}`;
   for (const el of document.querySelectorAll(".reviewer-only")) el.classList.toggle("hidden", state.user.role === "annotator");
+  for (const el of document.querySelectorAll(".admin-only")) el.classList.toggle("hidden", state.user.role !== "admin");
   openView("annotate");
 }
 
@@ -256,6 +257,14 @@ async function submit(answerable = true) {
   }
 }
 
+async function addMissed() {
+  if (!state.task) return;
+  const q = (window.prompt("A question about this page that the engine did not ask:") || "").trim();
+  if (!q) return;
+  try { const r = await api("POST", `/api/tasks/${state.task.id}/missed`, { question: q }); say(`added as task ${r.id}`); }
+  catch (e) { say(e.message, true); }
+}
+
 async function previous() {
   if (!state.history.length || state.historyPos < 0) state.history = await api("GET", "/api/annotations/mine?limit=50");
   if (state.historyPos + 1 >= state.history.length) { say("no earlier annotation of yours"); return; }
@@ -279,10 +288,12 @@ async function openAnnotation(id) {
 async function nextReview() {
   resetWork(); state.task = null;
   let a;
-  try { a = await api("GET", "/api/review/next"); }
+  const source = $("review-source").value;
+  try { a = await api("GET", "/api/review/next" + (source ? `?source=${source}` : "")); }
   catch (e) { $("task-info").textContent = ""; say(e.status === 404 ? "nothing to review" : e.message, e.status !== 404); return; }
   await openAnnotation(a.id);
-  say(`${a.answerable ? "answer" : "marked not answerable"} by user ${a.user_id}; ${a.edits} edits, ${a.seconds.toFixed(1)} s`);
+  say(a.source === "machine" ? `automatic label by ${a.model_version}` :
+    `${a.answerable ? "answer" : "marked not answerable"} by user ${a.user_id}; ${a.edits} edits, ${a.seconds.toFixed(1)} s`);
 }
 async function review(decision) {
   if (!state.annotation) return;
@@ -308,6 +319,19 @@ async function loadDashboard() {
   const s = await api("GET", "/api/stats");
   $("dash-tables").innerHTML = table("By person", s.by_person) + table("By model version", s.by_model_version);
   $("dash-plot").src = `/api/stats/plot.png?t=${Date.now()}`;
+  const rounds = await api("GET", "/api/rounds");
+  const cell = (v) => (v === undefined || v === null ? "" : typeof v === "number" ? v.toFixed(3) : String(v).replace(/[&<>"]/g, ""));
+  let html = "<table><tr><th>round</th><th>status</th><th>model before → after</th><th>mIoU before</th><th>mIoU after</th><th>promoted</th></tr>";
+  for (const r of rounds) {
+    const rep = r.report || {};
+    html += `<tr><td>${r.id}</td><td>${cell(r.status)}</td><td>${cell(r.base_version)} → ${cell(r.new_version)}</td>` +
+      `<td>${cell(rep.before && rep.before.mIoU)}</td><td>${cell(rep.after && rep.after.mIoU)}</td><td>${r.promoted ? "yes" : "no"}</td></tr>`;
+  }
+  $("dash-rounds").innerHTML = rounds.length ? html + "</table>" : "<p>none yet</p>";
+}
+async function startRetrain() {
+  try { const r = await api("POST", "/api/retrain", { steps: 200 }); $("dash-status").textContent = `started: ${r.out} (log ${r.log})`; }
+  catch (e) { $("dash-status").textContent = e.message; }
 }
 
 // ---- wiring ----------------------------------------------------------------------------------------------------
@@ -327,7 +351,7 @@ document.addEventListener("keydown", (ev) => {
     "]": () => { $("brush-size").value = Number($("brush-size").value) + 2; },
   };
   if (state.mode === "annotate") Object.assign(actions, {
-    p: propose, Enter: () => submit(true), n: () => submit(false), ArrowRight: skipTask, ArrowLeft: previous,
+    p: propose, Enter: () => submit(true), n: () => submit(false), ArrowRight: skipTask, ArrowLeft: previous, m: addMissed,
   });
   else Object.assign(actions, { a: () => review("approve"), x: () => review("reject"), f: () => review("fix"), ArrowRight: nextReview });
   const fn = actions[k] || actions[k.toLowerCase()];
@@ -347,12 +371,15 @@ window.addEventListener("DOMContentLoaded", () => {
   $("unanswerable").addEventListener("click", () => submit(false));
   $("next").addEventListener("click", skipTask);
   $("prev").addEventListener("click", previous);
+  $("missed").addEventListener("click", addMissed);
   $("undo").addEventListener("click", undo);
   $("clear").addEventListener("click", () => { snapshot(); clearMask(); edited(); });
   $("approve").addEventListener("click", () => review("approve"));
   $("reject").addEventListener("click", () => review("reject"));
   $("fix").addEventListener("click", () => review("fix"));
   $("review-next").addEventListener("click", nextReview);
+  $("review-source").addEventListener("change", nextReview);
+  $("retrain").addEventListener("click", startRetrain);
   for (const r of document.querySelectorAll("input[name=tool]")) r.addEventListener("change", () => setTool(r.value));
   const layer = $("pointer-layer");
   layer.addEventListener("pointerdown", onPointerDown);

@@ -1,0 +1,164 @@
+"""The engine proposing on its own: questions for every page ranked by uncertainty (semi-automatic), and
+automatic labels kept only when they pass thresholds chosen on people's answers (fully automatic)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+import numpy as np
+from sqlalchemy import select
+from tqdm.auto import tqdm
+
+from . import masks, stages, store
+from .annotator import iou
+from .db import Annotation, Database, PageRow, Task
+from .proposer import candidate_masks, model_version
+
+
+def _predictor(checkpoint, device=None):
+    from ...predictor import DocumentPredictor
+
+    return DocumentPredictor.from_pretrained(checkpoint, device=device)
+
+
+def propose_questions(db: Database, checkpoint, bank_min_score: float = 0.5, progress: bool = True) -> dict:
+    """For each page: a task per label question it shows ("What is the account number?") and per question of the
+    bank that the model answers with an informative mask of predicted IoU ≥ ``bank_min_score``; every open task
+    with a question gets its uncertainty as priority, so the least certain are handed out first."""
+    predictor = _predictor(checkpoint)
+    with db.read() as s:
+        page_ids = list(s.scalars(select(PageRow.id).order_by(PageRow.id)))
+    added = ranked = 0
+    for pid in tqdm(page_ids, desc="pages", disable=not progress):
+        page = store.load_page(db, pid)
+        with db.read() as s:
+            have = set(s.scalars(select(Task.question).where(Task.page_id == pid)))
+        predictor.set_page(page)
+        for question, kind in stages.page_questions(page):
+            if question in have:
+                continue
+            logits, scores, best, full = candidate_masks(predictor, page, question)
+            if kind == "bank" and (not full[best].any() or float(scores[best]) < bank_min_score):
+                continue
+            tid = store.add_task(db, pid, question, qtype=f"engine-{kind}")
+            have.add(question)
+            store.set_priority(db, tid, stages.uncertainty(logits, scores, best))
+            added += 1
+        with db.read() as s:
+            open_tasks = list(
+                s.execute(
+                    select(Task.id, Task.question).where(
+                        Task.page_id == pid, Task.status == "open", Task.question.is_not(None), Task.priority == 0
+                    )
+                )
+            )
+        for tid, question in open_tasks:
+            logits, scores, best, _ = candidate_masks(predictor, page, question)
+            store.set_priority(db, tid, stages.uncertainty(logits, scores, best))
+            ranked += 1
+    return {"pages": len(page_ids), "questions_added": added, "tasks_ranked": ranked + added}
+
+
+def calibrate(
+    db: Database, predictor, agree: float = 0.8, target: float = 0.9, limit: int = 2000
+) -> tuple[stages.Thresholds, int]:
+    """Thresholds from people's answerable annotations (the model's answer vs theirs); (thresholds, questions)."""
+    with db.read() as s:
+        rows = list(
+            s.execute(
+                select(Annotation.page_id, Annotation.question, Annotation.mask)
+                .where(Annotation.source == "human", Annotation.answerable.is_(True), Annotation.review != "rejected")
+                .order_by(Annotation.page_id)
+                .limit(limit)
+            )
+        )
+    pred, stab, true = [], [], []
+    current = None
+    for pid, question, rle in rows:
+        if pid != current:
+            page = store.load_page(db, pid)
+            predictor.set_page(page)
+            current = pid
+        logits, scores, best, full = candidate_masks(predictor, page, question)
+        pred.append(float(scores[best]))
+        stab.append(stages.stability(logits[best]))
+        true.append(iou(full[best], masks.decode(rle)))
+    if not rows:
+        raise ValueError("no human-annotated answers to choose the thresholds on: annotate some pages first")
+    return stages.choose_thresholds(pred, stab, true, agree, target), len(rows)
+
+
+def autolabel(
+    db: Database, checkpoint, agree: float = 0.8, target: float = 0.9, limit: int | None = None, progress: bool = True
+) -> dict:
+    """Label open tasks that have a question with the model's answer when its predicted IoU and stability pass the
+    thresholds chosen on people's annotations; labels are marked ``machine`` and wait for review like any other."""
+    predictor = _predictor(checkpoint)
+    version = model_version(predictor_dir(checkpoint))
+    th, n = calibrate(db, predictor, agree, target)
+    report = {
+        "thresholds": asdict(th),
+        "calibrated_on": n,
+        "model_version": version,
+        "agree_iou": agree,
+        "target_precision": target,
+    }
+    if th.precision < target:  # no setting is trustworthy enough: label nothing, say why
+        return report | {
+            "considered": 0,
+            "labelled": 0,
+            "reason": f"no thresholds reach {target:.0%} agreement "
+            f"with people's answers (best {th.precision:.0%}); annotate more or train the model",
+        }
+    with db.read() as s:
+        q = select(Task.id, Task.page_id, Task.question).where(Task.status == "open", Task.question.is_not(None))
+        tasks = list(s.execute(q.order_by(Task.page_id, Task.id)))
+    if limit is not None:
+        tasks = tasks[:limit]
+    kept = considered = 0
+    current = None
+    for tid, pid, question in tqdm(tasks, desc="questions", disable=not progress):
+        if pid != current:
+            page = store.load_page(db, pid)
+            predictor.set_page(page)
+            current = pid
+        logits, scores, best, full = candidate_masks(predictor, page, question)
+        considered += 1
+        passes = (
+            full[best].any()
+            and float(scores[best]) >= th.min_iou
+            and stages.stability(logits[best]) >= th.min_stability
+        )
+        if passes and store.create_machine_annotation(db, tid, full[best], version) is not None:
+            kept += 1
+    return {
+        "thresholds": asdict(th),
+        "calibrated_on": n,
+        "considered": considered,
+        "labelled": kept,
+        "model_version": version,
+        "agree_iou": agree,
+        "target_precision": target,
+    }
+
+
+def predictor_dir(checkpoint):
+    from ...modeling.files import resolve_model_dir
+
+    return resolve_model_dir(checkpoint)
+
+
+def machine_label_agreement(db: Database) -> dict:
+    """How reviewed automatic labels fared: approved / rejected / fixed counts."""
+    with db.read() as s:
+        rows = list(
+            s.execute(select(Annotation.review, Annotation.review_reason).where(Annotation.source == "machine"))
+        )
+    reviews = [r for r, _ in rows]
+    return {
+        "machine_labels": len(rows),
+        **{k: reviews.count(k) for k in ("pending", "approved", "rejected")},
+        "approved_fraction_of_reviewed": float(np.mean([r == "approved" for r in reviews if r != "pending"]))
+        if any(r != "pending" for r in reviews)
+        else None,
+    }
