@@ -142,12 +142,10 @@ def report(paths: list[Path], markdown: list[Path]) -> str:
             f"{same['ok']} / {same['conflict_409']} |"
         )
     table = "\n".join(lines)
+    from rsngd.bench.report import fill_section
+
     for md in markdown:
-        text = md.read_text()
-        if START not in text or END not in text:
-            raise SystemExit(f"{md} has no {START} … {END} section")
-        head, rest = text.split(START, 1)
-        md.write_text(head + START + "\n" + table + "\n" + END + rest.split(END, 1)[1])
+        fill_section(md, START, END, table)
     return table
 
 

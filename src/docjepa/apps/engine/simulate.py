@@ -412,11 +412,9 @@ def write_report(result_path: Path, markdown_files: list[Path], plot_path: Path 
     if plot_path is not None:
         cmd += f" --plot {plot_path}"
         plot(result, plot_path)
+    from rsngd.bench.report import fill_section
+
     table = markdown(result, cmd)
     for md in markdown_files:
-        text = md.read_text()
-        if CURVE_START not in text or CURVE_END not in text:
-            raise ValueError(f"{md} has no {CURVE_START} … {CURVE_END} section")
-        head, rest = text.split(CURVE_START, 1)
-        md.write_text(head + CURVE_START + "\n" + table + "\n" + CURVE_END + rest.split(CURVE_END, 1)[1])
+        fill_section(md, CURVE_START, CURVE_END, table)
     return table
