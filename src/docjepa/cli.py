@@ -106,6 +106,7 @@ def cmd_info(args: argparse.Namespace) -> None:
 def cmd_import(args: argparse.Namespace) -> None:
     import logging
 
+    from .apps.real_benchmark import benchmark_digests
     from .data.importer import import_paths
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
@@ -119,6 +120,9 @@ def cmd_import(args: argparse.Namespace) -> None:
         append=args.append,
         resume=args.resume,
         pages_per_shard=args.pages_per_shard,
+        structure=args.structure,
+        max_pages=args.max_pages,
+        exclude=benchmark_digests(args.exclude) if args.exclude else None,
     )
     print(json.dumps({**summary.to_dict(), "out": str(args.out)}, indent=1))
 
@@ -194,6 +198,46 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     print(text, flush=True)  # before writing, so that a failed write loses nothing
     if args.out:
         args.out.write_text(text + "\n")
+
+
+def cmd_calibrate(args: argparse.Namespace) -> None:
+    from .eval.calibrate import calibrate
+
+    result = calibrate(
+        args.checkpoint, args.data, args.threshold, progress=not args.no_progress, write=not args.dry_run
+    )
+    print(json.dumps(result, indent=1, allow_nan=False))
+
+
+def _model_spec(text: str) -> tuple[str, Path]:
+    name, sep, path = text.partition("=")
+    if not sep or not name or not path:
+        raise argparse.ArgumentTypeError(f"expected NAME=CHECKPOINT, got {text!r}")
+    return name, Path(path)
+
+
+def cmd_benchmark_real(args: argparse.Namespace) -> None:
+    import logging
+
+    from .apps import real_benchmark as rb
+
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+    if args.real_command == "propose":
+        spec = rb.propose(args.pdfs, args.out, args.dpi, args.per_kind, args.seed, args.package)
+        print(
+            json.dumps({"questions": len(spec["questions"]), "documents": len(spec["documents"]), "out": str(args.out)})
+        )
+    elif args.real_command == "verify":
+        print(json.dumps(rb.verify(args.questions, args.good, args.bad, args.note), indent=1))
+    elif args.real_command == "run":
+        result = rb.run(args.questions, args.pdfs, args.model, args.out, progress=not args.no_progress)
+        print(rb.markdown(result))
+    else:
+        import shlex
+
+        argv = ["benchmark", "real", "report", str(args.result), *(f"--markdown={p}" for p in args.markdown)]
+        argv += [f"--summary={p}" for p in args.summary]
+        print(rb.report(args.result, args.markdown, "docjepa " + shlex.join(argv), args.summary))
 
 
 def cmd_predict(args: argparse.Namespace) -> None:
@@ -284,6 +328,19 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="continue an interrupted import into --out (files it holds are passed over)",
     )
+    m.add_argument(
+        "--structure",
+        action="store_true",
+        help="PDF pages get the questions their document declares: title, author, date, version, sections (outline), "
+        "contents, page numbers, running headers, captions, form fields (docs/docjepa-real.md)",
+    )
+    m.add_argument("--max-pages", type=int_at_least(1), default=None, help="at most this many pages per PDF")
+    m.add_argument(
+        "--exclude",
+        type=Path,
+        default=None,
+        help="a real-page benchmark file (benchmarks/real/questions.json): its documents are passed over",
+    )
     m.set_defaults(func=cmd_import)
     s = sub.add_parser("show", help="draw pages with word boxes and answer masks as PNG")
     s.add_argument("dir", type=Path)
@@ -352,6 +409,45 @@ def build_parser() -> argparse.ArgumentParser:
     )
     e.add_argument("--no-progress", action="store_true")
     e.set_defaults(func=cmd_evaluate)
+    c = sub.add_parser(
+        "calibrate",
+        help="fit the map from the model's predicted IoU to measured IoU on labelled pages it was not trained on "
+        "(stored as calibration.json beside its weights)",
+    )
+    c.add_argument("--checkpoint", type=Path, required=True, help="fine-tuning run, checkpoint or model folder")
+    c.add_argument("--data", type=Path, nargs="+", required=True, help="dataset folder(s) with questions")
+    c.add_argument("--threshold", type=float, default=0.5, help="an answer is 'known' at calibrated IoU ≥ this")
+    c.add_argument("--dry-run", action="store_true", help="report the fit without writing calibration.json")
+    c.add_argument("--no-progress", action="store_true")
+    c.set_defaults(func=cmd_calibrate)
+    b = sub.add_parser("benchmark", help="benchmarks on real documents")
+    bsub = b.add_subparsers(dest="benchmark_command", required=True)
+    br = bsub.add_parser("real", help="the real-page benchmark: propose questions, verify them, score models")
+    rsub = br.add_subparsers(dest="real_command", required=True)
+    rp = rsub.add_parser("propose", help="candidate questions from the structural rules + contact sheets to check")
+    rp.add_argument("pdfs", type=Path, help="folder of the benchmark's PDFs (document id = path inside it)")
+    rp.add_argument("--out", type=Path, required=True)
+    rp.add_argument("--dpi", type=int_at_least(36, MAX_DPI), default=72)
+    rp.add_argument("--per-kind", type=int_at_least(1), default=20)
+    rp.add_argument("--seed", type=int, default=0)
+    rp.add_argument("--package", action="append", default=[], help="where the PDFs come from (recorded)")
+    rv = rsub.add_parser("verify", help="record which questions a person checked as right (or wrong)")
+    rv.add_argument("questions", type=Path)
+    rv.add_argument("--good", nargs="*", default=[])
+    rv.add_argument("--bad", nargs="*", default=[])
+    rv.add_argument("--note", default="", help="why the --bad ones are wrong")
+    rr = rsub.add_parser("run", help="score models and the OCR baseline per question kind")
+    rr.add_argument("questions", type=Path, help="benchmarks/real/questions.json")
+    rr.add_argument("--pdfs", type=Path, required=True, help="folder holding the benchmark's documents")
+    rr.add_argument("--model", type=_model_spec, action="append", default=[], help="NAME=CHECKPOINT (repeat)")
+    rr.add_argument("--out", type=Path, required=True)
+    rr.add_argument("--no-progress", action="store_true")
+    rt = rsub.add_parser("report", help="real.json → markdown table (and into marked doc sections)")
+    rt.add_argument("result", type=Path)
+    rt.add_argument("--markdown", type=Path, action="append", default=[], help="fill its real-bench section")
+    rt.add_argument("--summary", type=Path, action="append", default=[], help="fill its real-summary section")
+    for x in (rp, rv, rr, rt):
+        x.set_defaults(func=cmd_benchmark_real)
     r = sub.add_parser("predict", help="mask of the region answering a question, on an image or a PDF page")
     r.add_argument("--checkpoint", type=Path, required=True)
     src = r.add_mutually_exclusive_group(required=True)

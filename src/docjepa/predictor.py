@@ -117,6 +117,17 @@ class Prediction:
     """Index of the chosen candidate: the highest predicted IoU among informative masks (see :func:`choose_mask`)."""
     lexical_box: tuple[float, float, float, float] | None = None
     """The OCR matcher's answer box (page pixels) that was the mask prompt (None: none, or no mask prompt)."""
+    confidence: np.ndarray | None = None
+    """(N,) the IoU each candidate can be expected to reach, from ``scores`` through the model's calibration
+    (``calibration.json`` beside its weights, :mod:`docjepa.calibration`); None when the model has none."""
+    known: bool | None = None
+    """Whether the model knows the answer: the chosen candidate's confidence reaches the calibration's threshold
+    (None: not calibrated)."""
+
+    def ranked(self) -> list[int]:
+        """Candidate indices, the chosen one first, then by predicted IoU."""
+        rest = sorted((i for i in range(len(self.scores)) if i != self.best), key=lambda i: -float(self.scores[i]))
+        return [self.best, *rest]
 
 
 class DocumentPredictor:
@@ -131,8 +142,11 @@ class DocumentPredictor:
         max_tokens: int = 512,
         max_question_tokens: int = 32,
         snap: float | None = SNAP_AGREEMENT,
+        calibration=None,
     ) -> None:
-        """``snap``: the ``min_agreement`` with which answers are snapped to the OCR words (None: never)."""
+        """``snap``: the ``min_agreement`` with which answers are snapped to the OCR words (None: never);
+        ``calibration``: a :class:`~docjepa.calibration.Calibration` (``from_pretrained`` loads the model's own)."""
+        self.calibration = calibration
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         self.model = model.to(self.device).eval()
         self.tokenizer, self.qtok = tokenizer, question_tokenizer or tokenizer
@@ -172,7 +186,9 @@ class DocumentPredictor:
         tok = PreTrainedTokenizerFast.from_pretrained(model_dir)
         qdir = model_dir / "question_tokenizer"
         qtok = AutoTokenizer.from_pretrained(qdir) if qdir.is_dir() else tok
-        return cls(model, tok, qtok, device=device, snap=snap)
+        from .calibration import Calibration
+
+        return cls(model, tok, qtok, device=device, snap=snap, calibration=Calibration.load(model_dir))
 
     @torch.no_grad()
     def set_page(self, page: Page) -> None:
@@ -256,12 +272,19 @@ class DocumentPredictor:
         if words is not None:  # the words' box, drawn at the page's resolution as answers are drawn
             answer = box_mask(words, page, 1.0, max(page.height, page.width))[: page.height, : page.width]
         lexical = self.last_prompt.lexical_boxes[0] if self.last_prompt.lexical_boxes else None
+        raw = scores.cpu().numpy()
+        conf = np.asarray(self.calibration(raw), dtype=np.float32) if self.calibration is not None else None
+        known = None
+        if conf is not None:  # an empty answer is never known
+            known = bool(answer.any() and conf[best] >= self.calibration.threshold)
         return Prediction(
             logits=logits.cpu(),
-            scores=scores.cpu().numpy(),
+            scores=raw,
             masks=masks,
             answer=answer,
             answer_box=words,
             best=best,
             lexical_box=lexical,
+            confidence=conf,
+            known=known,
         )

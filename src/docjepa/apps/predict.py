@@ -44,6 +44,49 @@ def overlay(page: Page, mask: np.ndarray, colour=(230, 40, 40), alpha: float = 0
     return Image.fromarray(out.astype(np.uint8))
 
 
+CANDIDATE_COLOURS = [(230, 40, 40), (240, 150, 0), (140, 60, 200)]
+
+
+def _mask_box(mask: np.ndarray) -> list[int] | None:
+    ys, xs = np.nonzero(mask)
+    return [int(xs.min()), int(ys.min()), int(xs.max()) + 1, int(ys.max()) + 1] if len(xs) else None
+
+
+def candidates_overlay(page: Page, pred: Prediction, question: str, answer: np.ndarray) -> Image.Image:
+    """The page with the answer tinted (red) and the other candidates outlined (orange, purple), each labelled with
+    its rank; above it a band with the question and, per candidate, the predicted IoU and (calibrated models) the IoU
+    to expect, and whether the model knows the answer."""
+    from PIL import ImageDraw
+
+    img = overlay(page, answer, CANDIDATE_COLOURS[0])
+    draw = ImageDraw.Draw(img)
+    order = pred.ranked()
+    lines = [f"Q: {question}"]
+    for rank, i in enumerate(order):
+        colour = CANDIDATE_COLOURS[rank % len(CANDIDATE_COLOURS)]
+        box = _mask_box(answer if rank == 0 else pred.masks[i])
+        if box and rank > 0:
+            draw.rectangle(box, outline=colour, width=3)
+        if box:
+            draw.rectangle((box[0], max(0, box[1] - 14), box[0] + 14, max(14, box[1])), fill=colour)
+            draw.text((box[0] + 4, max(0, box[1] - 13)), str(rank + 1), fill="white")
+        score = float(pred.scores[i])
+        text = f"{rank + 1}{' (answer)' if rank == 0 else ''}: predicted IoU {score:.2f}"
+        if pred.confidence is not None:
+            text += f", expected IoU {float(pred.confidence[i]):.2f}"
+        lines.append(text if box else text + " (empty)")
+    if pred.known is not None:
+        lines.append("the model knows the answer" if pred.known else "NOT SURE: the model does not know the answer")
+    band = 16 * len(lines) + 8
+    out = Image.new("RGB", (img.width, img.height + band), "white")
+    out.paste(img, (0, band))
+    d = ImageDraw.Draw(out)
+    for k, line in enumerate(lines):
+        colour = CANDIDATE_COLOURS[(k - 1) % len(CANDIDATE_COLOURS)] if 0 < k <= len(order) else (0, 0, 0)
+        d.text((6, 4 + 16 * k), line, fill=colour)
+    return out
+
+
 def words_in(page: Page, mask: np.ndarray) -> list[str]:
     """OCR words whose centre lies inside the mask, in reading order."""
     h, w = mask.shape
@@ -68,7 +111,7 @@ def write_prediction(
     mask = pred.answer if pred.answer is not None else pred.masks[best]
     files = {"mask": f"{prefix}.mask.png", "overlay": f"{prefix}.overlay.png", "json": f"{prefix}.json"}
     Image.fromarray((mask * 255).astype(np.uint8)).save(files["mask"])
-    overlay(page, mask).save(files["overlay"])
+    candidates_overlay(page, pred, question, mask).save(files["overlay"])
     if all_masks:
         for i, m in enumerate(pred.masks):
             files[f"mask{i}"] = f"{prefix}.mask{i}.png"
@@ -90,6 +133,18 @@ def write_prediction(
         "mask_pixels": int(mask.sum()),
         "words": words_in(page, mask),
         "lexical_prior_box": [round(float(v), 1) for v in prior_box] if prior_box else None,
+        "known": pred.known,
+        "confidence": float(pred.confidence[best]) if pred.confidence is not None else None,
+        "candidates": [
+            {
+                "rank": rank + 1,
+                "index": int(i),
+                "predicted_iou": float(pred.scores[i]) if np.isfinite(pred.scores[i]) else None,
+                "expected_iou": float(pred.confidence[i]) if pred.confidence is not None else None,
+                "box": _mask_box(mask if rank == 0 else pred.masks[i]),
+            }
+            for rank, i in enumerate(pred.ranked())
+        ],
         "files": files,
     }
     if not finite:

@@ -34,6 +34,27 @@ class CollateConfig:
     """Longest token sequence (OCR words are truncated beyond it)."""
     max_answers: int = 3
     """Answers kept per question (ambiguous questions have several)."""
+    min_answer: int = 0
+    """An answer mask narrower or shorter than this many mask pixels grows to it around its centre (0: as drawn)."""
+
+
+def grow(mask: np.ndarray, side: int) -> None:
+    """In place: a non-empty mask whose bounding box is narrower or shorter than ``side`` pixels gets that box
+    widened / heightened to ``side`` around its centre (clipped to the mask) and filled."""
+    ys, xs = np.nonzero(mask)
+    if not len(xs):
+        return
+    y0, y1, x0, x1 = ys.min(), ys.max() + 1, xs.min(), xs.max() + 1
+    if y1 - y0 >= side and x1 - x0 >= side:
+        return
+    m = mask.shape[0]
+    if y1 - y0 < side:
+        cy = (y0 + y1) // 2
+        y0, y1 = max(0, cy - side // 2), min(m, cy - side // 2 + side)
+    if x1 - x0 < side:
+        cx = (x0 + x1) // 2
+        x0, x1 = max(0, cx - side // 2), min(mask.shape[1], cx - side // 2 + side)
+    mask[y0:y1, x0:x1] = 1
 
 
 @dataclass(frozen=True)
@@ -96,6 +117,8 @@ class DocumentCollator:
         for a, answer in enumerate(page.questions[question].answers[:n]):
             h, w = max(1, round(page.height * scale)), max(1, round(page.width * scale))
             paste(out[a], rasterize(answer.regions, (page.height, page.width), (h, w)), place.dx, place.dy)
+            if self.cfg.min_answer:
+                grow(out[a], self.cfg.min_answer)
             valid[a] = True
         return torch.from_numpy(out), valid
 

@@ -52,11 +52,14 @@ class ImportSummary:
     ocr_pages: int = 0
     already: int = 0
     """Files passed over on ``resume`` because the shards already hold them."""
+    excluded: int = 0
+    """Files passed over because their digest is in ``exclude``."""
 
     def to_dict(self) -> dict:
         return {
             "files": self.files,
             "already_imported": self.already,
+            "excluded": self.excluded,
             "pages": self.pages,
             "words": self.words,
             "ocr_pages": self.ocr_pages,
@@ -67,6 +70,17 @@ class ImportSummary:
 def path_text(path: Path | str) -> str:
     """A path as valid UTF-8 text: bytes of the name that are not UTF-8 become ``\\xNN`` escapes."""
     return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def file_digest(path: Path) -> str:
+    """SHA-256 of a file's bytes (hex)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def find_inputs(paths: list[Path]) -> list[tuple[Path, str]]:
@@ -134,18 +148,35 @@ def ocr_words(image: Image.Image, lang: str = "eng") -> list[Word]:
     return words
 
 
-def _pdf_words(page, scale: float, height_pt: float) -> list[Word]:
-    """Words from a PDF page's text layer, boxes in pixels at ``scale`` px per point."""
+def _font_size(tp, i: int) -> float:
+    """Font size in points of character ``i`` as set on the page (the font size times the text matrix's scale)."""
+    import ctypes
+
+    import pypdfium2.raw as raw
+
+    m = raw.FS_MATRIX()
+    size = raw.FPDFText_GetFontSize(tp.raw, i)
+    if raw.FPDFText_GetMatrix(tp.raw, i, ctypes.byref(m)):
+        size *= abs(m.a * m.d - m.b * m.c) ** 0.5
+    return float(size)
+
+
+def _pdf_words(page, scale: float, height_pt: float, sizes: list[float] | None = None) -> list[Word]:
+    """Words from a PDF page's text layer, boxes in pixels at ``scale`` px per point. With ``sizes`` (a list), the
+    font size of each word (its largest character, points) is appended to it."""
     tp = page.get_textpage()
     try:
         n = tp.count_chars()
         text = tp.get_text_range(0, n)
         if len(text) != n:  # rare: fall back to one character at a time to keep indices aligned
             text = "".join(tp.get_text_range(i, 1) or " " for i in range(n))
-        words, chars, boxes = [], [], []
+        words, chars, boxes, size = [], [], [], [0.0]
 
         def flush() -> None:
             if chars:
+                if sizes is not None:
+                    sizes.append(size[0])
+                    size[0] = 0.0
                 x0 = min(b[0] for b in boxes) * scale
                 x1 = max(b[2] for b in boxes) * scale
                 y0 = (height_pt - max(b[3] for b in boxes)) * scale
@@ -170,6 +201,8 @@ def _pdf_words(page, scale: float, height_pt: float) -> list[Word]:
                 continue
             chars.append(ch)
             boxes.append((left, bottom, right, top))
+            if sizes is not None:
+                size[0] = max(size[0], _font_size(tp, i))
         flush()
         return words
     finally:
@@ -182,20 +215,61 @@ def _encode(image: Image.Image) -> bytes:
     return buf.getvalue()
 
 
-def import_pdf(path: Path, dpi: int, summary: ImportSummary, lang: str, doc_id: str | None = None) -> list[Page]:
+def _pick_pages(n: int, questions: dict, max_pages: int | None) -> list[int]:
+    """Which of ``n`` pages to keep: all, or up to ``max_pages``: pages with structural questions first (the most
+    questions first), then pages spread evenly over the rest; in page order."""
+    if not max_pages or n <= max_pages:
+        return list(range(n))
+    ranked = sorted(questions, key=lambda i: (-len(questions[i]), i))[:max_pages]
+    rest = [i for i in range(n) if i not in ranked]
+    need = max_pages - len(ranked)
+    if need and rest:
+        ranked += [rest[round(k * (len(rest) - 1) / max(1, need - 1))] for k in range(min(need, len(rest)))]
+    return sorted(set(ranked))
+
+
+def import_pdf(
+    path: Path,
+    dpi: int,
+    summary: ImportSummary,
+    lang: str,
+    doc_id: str | None = None,
+    structure: bool = False,
+    max_pages: int | None = None,
+) -> list[Page]:
+    """The pages of a PDF. ``structure``: with the questions the document declares about itself
+    (:mod:`docjepa.data.structure`); ``max_pages``: at most this many pages (those with such questions first)."""
     import pypdfium2 as pdfium
 
     doc = pdfium.PdfDocument(str(path))  # raises PdfiumError for corrupt or encrypted files
     try:
         if len(doc) == 0:
             raise ValueError("the PDF has no pages")
+        scale = dpi / 72
+        questions: dict = {}
+        if structure:
+            from . import structure as st
+
+            texts = []
+            for i in range(len(doc)):
+                page = doc[i]
+                width_pt, height_pt = page.get_size()
+                sizes: list[float] = []
+                words = _pdf_words(page, scale, height_pt, sizes)
+                texts.append(
+                    st.PageText(i, width_pt * scale, height_pt * scale, words, sizes, st.make_lines(words, sizes))
+                )
+                page.close()
+            fields = st.field_questions(path, scale, [t.height for t in texts])
+            questions = st.document_questions(texts, st.read_outline(doc), scale, fields)
         pages = []
-        for i in range(len(doc)):
+        for i in _pick_pages(len(doc), questions, max_pages):
             page = doc[i]
             _width_pt, height_pt = page.get_size()
-            scale = dpi / 72
             image = page.render(scale=scale).to_pil().convert("RGB")
             words = _pdf_words(page, scale, height_pt)
+            if structure and len(words) != len(texts[i].words):
+                raise AssertionError(f"page {i + 1}: the text layer gave different words on a second reading")
             if not words:  # a scanned page: no text layer
                 words = ocr_words(image, lang)
                 summary.ocr_pages += 1
@@ -208,6 +282,7 @@ def import_pdf(path: Path, dpi: int, summary: ImportSummary, lang: str, doc_id: 
                     image=_encode(image),
                     words=words,
                     source=f"pdf:{path_text(path)}",
+                    questions=list(questions.get(i, [])),
                 )
             )
             page.close()
@@ -268,10 +343,16 @@ def import_paths(
     progress: bool = True,
     append: bool = False,
     resume: bool = False,
+    structure: bool = False,
+    max_pages: int | None = None,
+    exclude: set[str] | None = None,
 ) -> ImportSummary:
     """Import every PDF and image under ``paths`` into shards in ``out``; never aborts on a bad file.
 
     ``resume``: continue an import into ``out`` that was killed or failed (files its shards hold are passed over).
+    ``structure``: PDF pages get the questions their document declares (:mod:`docjepa.data.structure`);
+    ``max_pages``: at most this many pages per PDF; ``exclude``: SHA-256 digests of files to pass over (for example
+    the real-page benchmark's documents, so that none of them enters training).
     """
     from tqdm.auto import tqdm
 
@@ -298,8 +379,11 @@ def import_paths(
                 if not path.is_file():
                     raise FileNotFoundError("no such file")
                 suffix = path.suffix.lower()
+                if exclude and file_digest(path) in exclude:
+                    summary.excluded += 1
+                    continue
                 if suffix in PDF_SUFFIXES:
-                    pages = import_pdf(path, dpi, summary, lang, doc_id)
+                    pages = import_pdf(path, dpi, summary, lang, doc_id, structure, max_pages)
                 elif suffix in IMAGE_SUFFIXES:
                     pages = import_image(path, summary, lang, doc_id)
                 else:

@@ -14,6 +14,7 @@ from ..data.prompt import box_mask
 from ..data.record import Page, rasterize
 from ..data.shards import DocumentDataset, RecordError
 from ..data.split import SplitConfig, question_pairs
+from ..predictor import choose_mask, page_region
 from .scores import Scores, best_answer
 
 log = logging.getLogger("docjepa.eval")
@@ -39,11 +40,14 @@ def evaluate(
     limit: int | None = None,
     progress: bool = True,
     keep_examples: int = 0,
+    keep_rows: bool = False,
 ) -> dict:
     """Scores of the model (its answer: the top-scored non-empty mask, snapped to the OCR words when the predictor
     snaps) and of the baseline on the ``part`` pairs of ``roots``.
 
-    With ``keep_examples`` > 0 the first few predictions are returned too (for the demo report).
+    With ``keep_examples`` > 0 the first few predictions are returned too (for the demo report); with ``keep_rows``
+    one row per question (kind, the chosen candidate's predicted IoU, the model's IoU, the baseline's IoU), for
+    calibration and reliability diagrams.
     """
     pairs = question_pairs(roots, split, part)
     if limit:
@@ -55,7 +59,7 @@ def evaluate(
         by_page[p].append(q)
     pages = DocumentDataset(list(roots))
     model, base = Scores(), Scores()
-    examples = []
+    examples, rows = [], []
     bar = tqdm(total=len(pairs), desc=f"evaluate ({part})", disable=not progress, dynamic_ncols=True)
     skipped: list[str] = []
     for p, questions in by_page.items():
@@ -73,16 +77,30 @@ def evaluate(
             size = logits.shape[-1]
             frame = predictor.scale * size / predictor.size  # page pixels → mask pixels
             answers = answer_masks(page, q, frame, size)
-            pred, _ = predictor.answer_mask(logits, scores)  # the chosen mask, snapped to the OCR words
-            model.add(question.qtype, *best_answer(pred, answers), question.template)
+            best = choose_mask(logits, scores, page_region(page, frame, size))
+            pred, _ = predictor.answer_mask(logits, scores, best)  # the chosen mask, snapped to the OCR words
+            m_parts = best_answer(pred, answers)
+            model.add(question.qtype, *m_parts, question.template)
             bmask = box_mask(baseline_box(question.text, page.words), page, frame, size)
-            base.add(question.qtype, *best_answer(bmask, answers), question.template)
+            b_parts = best_answer(bmask, answers)
+            base.add(question.qtype, *b_parts, question.template)
+            if keep_rows:
+                rows.append(
+                    {
+                        "kind": question.qtype,
+                        "template": question.template,
+                        "score": float(scores[best]),
+                        "iou": m_parts[0] / m_parts[1] if m_parts[1] else 1.0,
+                        "baseline_iou": b_parts[0] / b_parts[1] if b_parts[1] else 1.0,
+                    }
+                )
             if len(examples) < keep_examples:
                 examples.append(
                     {
                         "page": page,
                         "question": question.text,
                         "qtype": question.qtype,
+                        "template": question.template,
                         "pred": pred,
                         "baseline": bmask,
                         "truth": np.any(answers, axis=0),
@@ -103,4 +121,6 @@ def evaluate(
     }
     if keep_examples:
         result["examples"] = examples
+    if keep_rows:
+        result["rows"] = rows
     return result

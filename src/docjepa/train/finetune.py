@@ -80,6 +80,10 @@ class FinetuneAblations:
     jitter: float = 0.0
     """Scale jitter: each training page is shrunk by a factor drawn from [1 − jitter, 1] and placed at a random
     position of the square input (0 = every page fitted at the top left, as at prediction time)."""
+    min_answer: int = 0
+    """Training targets narrower or shorter than this many mask pixels grow to it around their centre (0: as
+    drawn; evaluation always uses the answers as drawn). Tried for page numbers, under one mask pixel at 72 dpi
+    and the tiny preset: they stayed at IoU 0 and other kinds lost (docs/docjepa-real.md)."""
 
 
 @dataclass
@@ -210,7 +214,12 @@ class FinetuneTask(Task):
         return SegmentCollator(
             self.tokenizer,
             self.qtok,
-            CollateConfig(image_size=mcfg.image_size, mask_size=mcfg.mask_size, max_tokens=cfg.data.max_tokens),
+            CollateConfig(
+                image_size=mcfg.image_size,
+                mask_size=mcfg.mask_size,
+                max_tokens=cfg.data.max_tokens,
+                min_answer=cfg.ablation.min_answer,
+            ),
             cfg.data.max_question_tokens,
             seed=cfg.run.seed,
             lexical_prior=mcfg.lexical_prior,

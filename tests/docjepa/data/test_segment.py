@@ -69,3 +69,28 @@ def test_scale_jitter_moves_image_words_targets_and_prompt_together(docs, tok):
             assert float(image[y0 : y1 + 1, x0 : x1 + 1].min()) < 0.8  # paper is ≥ 0.95
     with pytest.raises(ValueError, match="jitter"):
         make(1.0)
+
+
+def test_min_answer_grows_tiny_targets_only(docs, tok):
+    import numpy as np
+
+    from docjepa.data.collate import DocumentCollator, Placement, grow
+    from docjepa.data.record import Answer, box_polygon
+
+    m = np.zeros((12, 12), dtype=np.float32)
+    m[6, 7] = 1
+    grow(m, 3)
+    assert m.sum() == 9 and m[5:8, 6:9].all()
+    big = np.zeros((12, 12), dtype=np.float32)
+    big[2:6, 1:9] = 1
+    before = big.copy()
+    grow(big, 3)
+    assert (big == before).all()
+    page = DocumentDataset(docs / "d")[0]
+    w, h = page.width, page.height
+    tiny = box_polygon((w / 2, h / 2, w / 2 + 2, h / 2 + 2))  # far under one mask pixel
+    page.questions = [Question("What is the page number?", "page-number", [Answer([tiny])])]
+    for side, pixels in ((0, 1), (3, 9)):
+        coll = DocumentCollator(tok, CollateConfig(image_size=64, mask_size=16, min_answer=side))
+        masks, valid = coll._masks(page, 0, Placement())
+        assert valid[0] and int(masks[0].sum()) == pixels

@@ -1,0 +1,151 @@
+"""The real-page benchmark end to end on two small real-like PDFs, calibration, and predict's candidate overlay."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+pytest.importorskip("transformers")
+pytest.importorskip("reportlab")
+
+from PIL import Image
+
+from docjepa.apps import real_benchmark as rb
+from docjepa.apps.predict import predict_file
+from docjepa.calibration import Calibration
+from docjepa.cli import main
+from docjepa.data.importer import import_paths
+from docjepa.errors import UsageError
+from docjepa.eval.calibrate import calibrate
+from docjepa.predictor import DocumentPredictor
+from tests.docjepa.data.test_structure import make_manual
+
+
+@pytest.fixture
+def pdfs(tmp_path):
+    root = tmp_path / "pdfs"
+    (root / "a").mkdir(parents=True)
+    make_manual(root / "a" / "widget.pdf")
+    make_manual(root / "gadget.pdf", title="Gadget Handbook", author="Ravi Kumar", date="2021-07-09", version="0.9b")
+    return root
+
+
+@pytest.fixture
+def model(tiny_model, tmp_path):
+    """A copy of the tiny model (calibration writes beside its weights)."""
+    return shutil.copytree(tiny_model, tmp_path / "model")
+
+
+def test_propose_verify_run_report(pdfs, model, tmp_path, capsys):
+    spec = rb.propose(pdfs, tmp_path / "prop", dpi=72, per_kind=3, packages=["made in the test"])
+    assert set(spec["documents"]) == {"a/widget.pdf", "gadget.pdf"}
+    kinds = {q["kind"] for q in spec["questions"]}
+    assert {"title", "author", "date", "version", "section", "contents", "page-number", "header", "caption"} <= kinds
+    assert all(q["verified"] is None for q in spec["questions"])
+    assert sum(q["kind"] == "section" for q in spec["questions"]) == 3  # per_kind caps each kind
+    assert sorted(p.name for p in (tmp_path / "prop").glob("sheet-*.png"))[0] == "sheet-00.png"
+    path = tmp_path / "prop" / "questions.json"
+    with pytest.raises(UsageError, match="no verified question"):
+        rb.build(rb.load(path), pdfs, tmp_path / "none")
+    ids = [q["id"] for q in spec["questions"]]
+    bad = [q["id"] for q in spec["questions"] if q["kind"] == "version"]
+    main(["benchmark", "real", "verify", str(path), "--good", *[i for i in ids if i not in bad]])
+    main(["benchmark", "real", "verify", str(path), "--bad", *bad, "--note", "wrong on purpose"])
+    counted = rb.counts(rb.load(path))
+    assert counted["rejected"] == len(bad) and counted["unchecked"] == 0 and "version" not in counted["per_kind"]
+    with pytest.raises(UsageError, match="unknown question ids"):
+        rb.verify(path, ["q9999"], [])
+    capsys.readouterr()
+
+    out = tmp_path / "run"
+    main(
+        [
+            "benchmark",
+            "real",
+            "run",
+            str(path),
+            "--pdfs",
+            str(pdfs),
+            "--model",
+            f"tiny={model}",
+            "--out",
+            str(out),
+            "--no-progress",
+        ]
+    )
+    result = json.loads((out / "real.json").read_text())
+    n = len(ids) - len(bad)
+    assert result["questions"] == n and result["benchmark"]["verified"] == n
+    per_kind = result["models"]["tiny"]["per_type"]
+    assert set(per_kind) == set(counted["per_kind"]) == set(result["baseline"]["per_type"])
+    assert sum(v["n"] for v in per_kind.values()) == n
+    assert len(result["models"]["tiny"]["questions"]) == n
+    assert result["models"]["tiny"]["reliability"]["n"] == n
+    for name in ("reliability.png", "overlays.png"):
+        assert Image.open(out / name).size[0] > 100
+    doc = tmp_path / "doc.md"
+    doc.write_text(f"# x\n{rb.MARKDOWN_START}\nPLACEHOLDER\n{rb.MARKDOWN_END}\ntail\n")
+    readme = tmp_path / "readme.md"
+    readme.write_text(f"{rb.SUMMARY_START}\n{rb.SUMMARY_END}\n")
+    main(["benchmark", "real", "report", str(out / "real.json"), f"--markdown={doc}", f"--summary={readme}"])
+    assert "| tiny |" in readme.read_text() and "of 9 |" in readme.read_text()
+    text = doc.read_text()
+    assert "| caption |" in text and "hand-verified questions on 2 documents" in text and "PLACEHOLDER" not in text
+    assert text.endswith("tail\n")
+
+    # A changed file is reported and its questions left out; the other document still counts.
+    make_manual(pdfs / "gadget.pdf", title="Another Gadget")
+    built = rb.build(rb.load(path), pdfs, tmp_path / "rebuilt")
+    assert any("SHA-256 differs" in p for p in built["problems"]) and 0 < built["questions"] < n
+
+
+def test_import_exclude_keeps_benchmark_documents_out(pdfs, tmp_path):
+    rb.propose(pdfs, tmp_path / "prop", dpi=72, per_kind=1)
+    summary = import_paths(
+        [pdfs],
+        tmp_path / "train",
+        dpi=72,
+        exclude=rb.benchmark_digests(tmp_path / "prop" / "questions.json"),
+        progress=False,
+    )
+    assert summary.files == 0 and summary.excluded == 2
+    digests = tmp_path / "digests.txt"
+    digests.write_text(next(iter(rb.load(tmp_path / "prop" / "questions.json")["documents"].values()))["sha256"] + "\n")
+    main(["import", str(pdfs), "--out", str(tmp_path / "train2"), "--dpi", "72", "--structure", "--max-pages", "2",
+          "--exclude", str(digests), "--no-progress"])  # fmt: skip
+    from docjepa.data.shards import iter_pages
+
+    pages = list(iter_pages(tmp_path / "train2"))
+    assert len({p.doc_id for p in pages}) == 1 and len(pages) == 2 and all(p.questions for p in pages)
+
+
+def test_calibrate_and_predict_show_confidence(pdfs, model, tmp_path):
+    data = tmp_path / "labelled"
+    import_paths([pdfs], data, dpi=72, structure=True, progress=False)
+    result = calibrate(model, [data], threshold=0.5, progress=False)
+    assert (model / "calibration.json").is_file() and result["questions"] > 10
+    cal = Calibration.load(model)
+    assert np.all(np.diff(cal.values) >= -1e-12)
+    predictor = DocumentPredictor.from_pretrained(model)
+    assert predictor.calibration is not None
+
+    res = predict_file(model, "What is the title?", tmp_path / "pred" / "t", pdf=pdfs / "gadget.pdf", dpi=72)
+    assert [c["rank"] for c in res["candidates"]] == [1, 2, 3]
+    assert res["candidates"][0]["index"] == res["best"]
+    assert res["confidence"] == pytest.approx(float(cal(res["scores"][res["best"]])), abs=1e-6)
+    assert res["known"] == (res["answered"] and res["confidence"] >= 0.5)
+    overlay = Image.open(res["files"]["overlay"])
+    assert overlay.height > res["height"]  # the band with the question and the candidates' scores
+
+    # A calibration that expects little makes the model say it does not know; one that expects much, that it does.
+    predictor.calibration = Calibration([0.0, 1.0], [0.0, 0.1])
+    from docjepa.apps.predict import load_page
+
+    predictor.set_page(load_page(pdf=pdfs / "gadget.pdf", dpi=72))
+    assert predictor.predict("What is the title?").known is False
+    predictor.calibration = Calibration([0.0, 1.0], [0.9, 1.0])
+    p = predictor.predict("What is the title?")
+    assert p.known is bool(p.answer.any())
+    predictor.calibration = None
+    assert predictor.predict("What is the title?").known is None
