@@ -139,7 +139,9 @@ def test_predict_on_a_pdf(demo, tmp_path, capsys):
     mask = Image.open(result["files"]["mask"])
     assert mask.size == (result["width"], result["height"])
     assert abs(result["width"] - 595) <= 1 and abs(result["height"] - 842) <= 1  # A4 at 72 dpi
-    assert Image.open(result["files"]["overlay"]).size == mask.size
+    overlay = Image.open(result["files"]["overlay"])  # the page under a band naming the candidates and scores
+    assert overlay.width == mask.width and overlay.height > mask.height
+    assert [c["rank"] for c in result["candidates"]] == [1, 2, 3] and result["candidates"][0]["index"] == result["best"]
     assert Image.open(result["files"]["mask2"]).size == mask.size
     x0, y0, x1, y1 = result["lexical_prior_box"]  # the OCR matcher's value box, given to the model as mask prompt
     assert x1 > x0 > 100 and abs((y0 + y1) / 2 - (842 - 740 - 4)) < 8  # "INV-48213", right of the label, on its line
