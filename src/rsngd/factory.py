@@ -8,7 +8,8 @@ The rule (:func:`split_parameters`): a trainable matrix (ndim ≥ 2) whose name 
 ``linear2``) and modules named ``attn`` / ``mlp`` (Hiera, ViTs).
 
 :func:`create_optimizer` builds RS-SNGD, AdamW or one of the benchmark's low-rank baselines (GaLore, Fira,
-APOLLO, APOLLO-Mini, Adam-mini; they install with the ``bench`` extra) from that split, so every method sees the
+APOLLO, APOLLO-Mini, Adam-mini; they install with the ``bench`` extra) or Muon (``torch.optim.Muon`` on the
+projected matrices, AdamW on the rest: :class:`rsngd.muon.MuonWithAdamW`) from that split, so every method sees the
 same projected matrices and the same AdamW part.
 """
 
@@ -28,7 +29,7 @@ __all__ = ["METHODS", "TARGETS", "create_optimizer", "param_groups", "split_para
 TARGETS: tuple[str, ...] = ("attn", "attention", "mlp", "intermediate", "output.dense", "linear1", "linear2")
 """Name fragments of the matrices that are projected (attention and MLP weights)."""
 
-METHODS = ("rsngd", "adamw", "galore", "fira", "apollo", "apollo-mini", "adam-mini")
+METHODS = ("rsngd", "adamw", "muon", "galore", "fira", "apollo", "apollo-mini", "adam-mini")
 """Names :func:`create_optimizer` knows (``apollo-mini`` is APOLLO with its rank-1 tensor-wise settings)."""
 
 Named = Iterable[tuple[str, nn.Parameter]]
@@ -93,8 +94,9 @@ def create_optimizer(
     ``lr`` is the projected matrices' learning rate; ``adamw_lr`` (default: ``lr``) that of the AdamW part;
     ``weight_decay`` applies to matrices only. ``hp`` goes to the projected group: RS-SNGD's ``rank``,
     ``history``, ``seed``…; GaLore's / Fira's / APOLLO's ``rank``, ``update_proj_gap``, ``scale``…; for
-    ``adam-mini``, its ``dim`` and ``n_heads``. With ``adamw``, the projected matrices are simply the group at
-    ``lr``.
+    ``adam-mini``, its ``dim`` and ``n_heads`` (and ``adamw_lr`` is set on its groups of the non-projected
+    tensors); for ``muon``, ``torch.optim.Muon``'s ``momentum``, ``nesterov``, ``ns_steps``, ``adjust_lr_fn``.
+    With ``adamw``, the projected matrices are simply the group at ``lr``.
     """
     if name not in METHODS:
         raise ValueError(f"unknown optimizer {name!r}; choose one of {', '.join(METHODS)}")
@@ -105,9 +107,15 @@ def create_optimizer(
         dim, heads = hp.pop("dim"), hp.pop("n_heads")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return Adam_mini(
+            opt = Adam_mini(
                 named, lr=lr, weight_decay=weight_decay, dim=dim, n_heads=heads, n_kv_heads=heads, verbose=False, **hp
             )
+        if adamw_lr is not None:  # Adam-mini makes one group per tensor: the non-projected ones get adamw_lr
+            projected = {id(p) for p in split_parameters(named, targets)[0]}
+            for group in opt.param_groups:
+                if not any(id(p) in projected for p in group["params"]):
+                    group["lr"] = adamw_lr
+        return opt
     proj, other, flat = split_parameters(named, targets)
     rest_lr = lr if adamw_lr is None else adamw_lr
     rest = [
@@ -119,6 +127,11 @@ def create_optimizer(
         groups = [{"params": proj, "lr": lr, "weight_decay": weight_decay, "rank": hp.pop("rank", 64), **hp}]
         groups += [{**g, "rank": None} for g in rest]
         return RSNGD([_named(g, named) for g in groups if g["params"]], lr=lr, **ctor)
+    if name == "muon":
+        from .muon import MuonWithAdamW
+
+        muon = [{"params": proj, "lr": lr, "weight_decay": weight_decay}]
+        return MuonWithAdamW(muon, rest, lr=lr, adamw_lr=rest_lr, weight_decay=weight_decay, **hp)
     if name == "adamw":
         groups = [{"params": proj, "lr": lr, "weight_decay": weight_decay}, *rest]
         return torch.optim.AdamW([g for g in groups if g["params"]], lr=lr, **hp)

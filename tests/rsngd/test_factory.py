@@ -111,3 +111,12 @@ def test_param_groups_split_a_llama():
     assert all(p.dim() == 1 for p in flat["params"])
     total = sum(len(g["params"]) for g in groups)
     assert total == len(list(model.parameters()))
+
+
+def test_adam_mini_gives_the_non_projected_tensors_adamw_lr():
+    pytest.importorskip("adam_mini")
+    model = Block()
+    opt = rsngd.create_optimizer(model.named_parameters(), "adam-mini", lr=0.001, adamw_lr=0.01, dim=16, n_heads=2)
+    proj = {id(p) for p in rsngd.split_parameters(model.named_parameters())[0]}
+    lrs = {(any(id(p) in proj for p in g["params"]), g["lr"]) for g in opt.param_groups}
+    assert lrs == {(True, 0.001), (False, 0.01)}

@@ -8,18 +8,33 @@ import shlex
 import sys
 from pathlib import Path
 
-# The headline lineup (about 15 minutes on the cpu preset); RS-SNGD variants are added by spec.
-DEFAULT_OPTIMIZERS = ["adamw", "galore", "fira", "apollo", "apollo-mini", "adam-mini", "rsngd"]
+# The headline lineup (about 20 minutes on the cpu preset); RS-SNGD variants are added by spec.
+DEFAULT_OPTIMIZERS = [
+    "adamw",
+    "muon",
+    "galore",
+    "fira",
+    "apollo",
+    "apollo-mini",
+    "adam-mini",
+    "rsngd",
+    "natural-galore",
+]
+TUNED_FILE = Path("benchmarks/tuned.json")
 RSNGD_VARIANTS = ["rsngd:fisher=tensor", "rsngd:residual=fira", "rsngd:projection=svd", "rsngd:rank=4,history=20"]
 
 
 def bench_main(argv: list[str]) -> None:
     if argv and argv[0] == "report":
         return report_main(argv[1:])
+    if argv and argv[0] == "tune":
+        from .tune import tune_main
+
+        return tune_main(argv[1:])
     import torch
 
     from .data import load_corpus
-    from .optimizers import OptimizerSpec
+    from .optimizers import OptimizerSpec, load_tuned
     from .presets import PRESETS, get_preset
     from .runner import init_distributed, run_one, write_results
 
@@ -29,13 +44,25 @@ def bench_main(argv: list[str]) -> None:
         "--data",
         nargs="+",
         default=["shakespeare"],
-        help="corpora: shakespeare, wikitext2 (from ../shared/data) or comma-separated text files",
+        help="corpora: shakespeare, wikitext2 (from ../shared/data), c4:FOLDER (C4 json.gz shards) or "
+        "comma-separated text files",
+    )
+    ap.add_argument(
+        "--tokenizer",
+        type=Path,
+        default=None,
+        help="a tokenizer.json (or a folder with one), e.g. T5's as GaLore uses; default: a BPE trained on the corpus",
     )
     ap.add_argument(
         "--optimizers",
         nargs="+",
         default=DEFAULT_OPTIMIZERS,
         help="optimizer specs, e.g. adamw galore rsngd:rank=32,fisher=tensor",
+    )
+    ap.add_argument(
+        "--tuned",
+        default=str(TUNED_FILE) if TUNED_FILE.is_file() else "none",
+        help=f"settings file of `rsngd bench tune` (default {TUNED_FILE} where it exists); none: published settings",
     )
     ap.add_argument("--seeds", nargs="+", type=int, default=[0])
     ap.add_argument("--steps", type=int, default=None, help="override the preset's number of steps")
@@ -45,6 +72,11 @@ def bench_main(argv: list[str]) -> None:
     ap.add_argument("--shared", type=Path, default=Path("../shared/data"), help="folder of the shared corpora")
     ap.add_argument("--cache", type=Path, default=Path("runs/cache"), help="tokenizer and token cache")
     ap.add_argument("--no-progress", action="store_true")
+    ap.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the runs already in --out and run only the missing (optimizer, corpus, seed) combinations",
+    )
     ap.add_argument(
         "--dist",
         choices=["ddp", "fsdp2"],
@@ -69,20 +101,28 @@ def bench_main(argv: list[str]) -> None:
         from dataclasses import replace
 
         preset = replace(preset, steps=args.steps, eval_every=min(preset.eval_every, args.steps))
-    specs = [OptimizerSpec.parse(s) for s in args.optimizers]
+    tuned = load_tuned(args.tuned)
+    specs = [OptimizerSpec.parse(s, tuned) for s in args.optimizers]
+    if rank_zero():
+        print(f"settings: {'published defaults' if not tuned else args.tuned} (a spec's own key=value first)")
     rank, world, device_name = init_distributed(args.device)
     device = torch.device(device_name)
-    runs = []
+    runs = load_done(args.out, preset.name, preset.steps) if args.resume else []
+    done = {(r["optimizer"], r["dataset"], r["seed"]) for r in runs}
+    if runs and rank == 0:
+        print(f"resuming: {len(runs)} runs already in {args.out}")
     for data in args.data:
         if world > 1 and rank > 0:
             torch.distributed.barrier()  # rank 0 trains and caches the tokenizer first
-        corpus = load_corpus(data, preset.vocab, cache=args.cache, shared=args.shared)
+        corpus = load_corpus(data, preset.vocab, cache=args.cache, shared=args.shared, tokenizer=args.tokenizer)
         if world > 1 and rank == 0:
             torch.distributed.barrier()
         if rank == 0:
             print(f"{corpus.name}: {len(corpus.train):,} train / {len(corpus.val):,} validation tokens ({corpus.note})")
         for seed in args.seeds:
             for spec in specs:
+                if (spec.label, corpus.name, seed) in done:
+                    continue
                 run = run_one(spec, preset, corpus, seed, device, not args.no_progress, args.dist)
                 runs.append(run)
                 if rank > 0:
@@ -98,6 +138,26 @@ def bench_main(argv: list[str]) -> None:
         print(f"wrote {len(runs)} runs to {args.out}")
 
 
+def load_done(out: Path, preset: str, steps: int) -> list[dict]:
+    """The runs of an earlier call of the same preset and steps in ``out`` (none if it does not exist)."""
+    import json
+
+    if not out.is_file():
+        return []
+    runs = json.loads(out.read_text())
+    other = sorted({(r["preset"]["name"], r["preset"]["steps"]) for r in runs} - {(preset, steps)})
+    if other:
+        raise SystemExit(
+            f"--resume: {out} holds runs of {other} (preset, steps), this call makes {(preset, steps)}; "
+            "use another --out"
+        )
+    return runs
+
+
+def rank_zero() -> bool:
+    return os.environ.get("RANK", "0") == "0"
+
+
 def report_main(argv: list[str]) -> None:
     from .report import report
 
@@ -106,7 +166,8 @@ def report_main(argv: list[str]) -> None:
     ap.add_argument("--out", type=Path, default=Path("runs/bench/report"))
     ap.add_argument("--readme", type=Path, default=None, help="refresh this markdown file's results section")
     ap.add_argument("--summary", type=Path, default=None, help="refresh this markdown file's headline table")
+    ap.add_argument("--ours", default="rsngd", help="the optimizer compared seed by seed with the best baseline")
     args = ap.parse_args(argv)
     command = "rsngd bench report " + " ".join(shlex.quote(a) for a in argv)
-    print(report(args.results, args.out, args.readme, command, args.summary))
+    print(report(args.results, args.out, args.readme, command, args.summary, args.ours))
     print(f"wrote {args.out}/report.md and plots", file=sys.stderr)

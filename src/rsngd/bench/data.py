@@ -27,7 +27,9 @@ class Corpus:
 
 
 def read_corpus(spec: str, shared: Path = SHARED) -> tuple[str, str, str]:
-    """Return (train text, validation text, a note on the split) for a corpus name or a file list."""
+    """Return (train text, validation text, a note on the split) for a corpus name, ``c4:FOLDER`` or a file list."""
+    if spec.startswith("c4:"):
+        return read_c4(Path(spec[3:]))
     if spec == "shakespeare":
         path = shared / CORPORA["shakespeare"]
         text = _read(path)
@@ -43,6 +45,38 @@ def read_corpus(spec: str, shared: Path = SHARED) -> tuple[str, str, str]:
     text = "\n".join(_read(p) for p in paths)
     cut = int(0.9 * len(text))
     return text[:cut], text[cut:], f"{', '.join(map(str, paths))}: first 90 % train, last 10 % validation"
+
+
+C4_TRAIN = "*train*.json*"
+C4_VAL = "*validation*.json*"
+
+
+def read_c4(folder: Path) -> tuple[str, str, str]:
+    """C4 as GaLore trains on it, from shards the user has (``c4-train.00000-of-01024.json.gz`` …, one JSON document
+    with a ``text`` field per line, gzipped or not): training text from the train shards, validation text from the
+    validation shards, documents separated by newlines."""
+    train, val = sorted(folder.glob(C4_TRAIN)), sorted(folder.glob(C4_VAL))
+    if not train or not val:
+        raise SystemExit(f"c4: need train shards ({C4_TRAIN}) and validation shards ({C4_VAL}) in {folder}")
+    note = f"{folder}: C4, {len(train)} train shard(s) {train[0].name}…, {len(val)} validation shard(s)"
+    return _read_jsonl(train), _read_jsonl(val), note
+
+
+def _read_jsonl(paths: list[Path]) -> str:
+    import gzip
+    import json
+
+    docs = []
+    for path in paths:
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rt", encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                if line.strip():
+                    try:
+                        docs.append(json.loads(line)["text"])
+                    except (ValueError, KeyError, TypeError) as e:
+                        raise SystemExit(f"{path}:{n}: not a JSON document with a 'text' field ({e})") from None
+    return "\n".join(docs)
 
 
 def _read(path: Path) -> str:
@@ -78,31 +112,57 @@ def _chunks(text: str, size: int = 1 << 16):
         yield text[i : i + size]
 
 
-def load_corpus(spec: str, vocab_size: int, cache: Path = Path("runs/cache"), shared: Path = SHARED) -> Corpus:
-    """Read, tokenize (with a tokenizer trained on the training text only) and cache a corpus."""
+def load_tokenizer(path: Path):
+    """A user's tokenizer: a ``tokenizer.json`` file or a folder holding one (e.g. a local copy of T5's, as GaLore
+    uses)."""
+    from tokenizers import Tokenizer
+
+    file = path / "tokenizer.json" if path.is_dir() else path
+    if not file.is_file():
+        raise SystemExit(f"--tokenizer: no tokenizer.json at {path}")
+    return Tokenizer.from_file(str(file))
+
+
+def load_corpus(
+    spec: str,
+    vocab_size: int,
+    cache: Path = Path("runs/cache"),
+    shared: Path = SHARED,
+    tokenizer: Path | None = None,
+) -> Corpus:
+    """Read, tokenize (with ``tokenizer``, or one trained on the training text only) and cache a corpus."""
     train_text, val_text, note = read_corpus(spec, shared)
-    tok = train_tokenizer(train_text, vocab_size, cache)
-    key = hashlib.sha256(f"{vocab_size}\0{train_text}\0{val_text}".encode()).hexdigest()[:16]
+    if tokenizer is not None:
+        tok = load_tokenizer(tokenizer)
+        tag = hashlib.sha256(tok.to_str().encode()).hexdigest()[:16]
+        note += f"; tokenizer {tokenizer}"
+    else:
+        tok = train_tokenizer(train_text, vocab_size, cache)
+        tag = str(vocab_size)
+    key = hashlib.sha256(f"{tag}\0{train_text}\0{val_text}".encode()).hexdigest()[:16]
     path = cache / f"tokens-{key}.pt"
     if path.is_file():
         ids = torch.load(path, weights_only=True)
     else:
-        ids = {
-            name: torch.tensor(_encode(tok, text), dtype=torch.int64)
-            for name, text in (("train", train_text), ("val", val_text))
-        }
+        # int32 halves the cache and the memory of a large corpus (C4 for llama-60m: ~1.3 B tokens).
+        ids = {name: _encode(tok, text) for name, text in (("train", train_text), ("val", val_text))}
         cache.mkdir(parents=True, exist_ok=True)
         torch.save(ids, path.with_suffix(".tmp"))
         path.with_suffix(".tmp").replace(path)
-    name = spec if spec in CORPORA else "files"
+    name = spec if spec in CORPORA else "c4" if spec.startswith("c4:") else "files"
     return Corpus(name, ids["train"], ids["val"], note, tok.get_vocab_size())
 
 
-def _encode(tok, text: str) -> list[int]:
-    out: list[int] = []
-    for enc in tok.encode_batch(list(_chunks(text))):
-        out.extend(enc.ids)
-    return out
+def _encode(tok, text: str, batch: int = 64) -> torch.Tensor:
+    """Token ids of ``text`` (int32), encoded 64 KiB chunks at a time with a progress bar for large corpora."""
+    from tqdm.auto import tqdm
+
+    chunks = list(_chunks(text))
+    parts = []
+    for i in tqdm(range(0, len(chunks), batch), desc="tokenizing", disable=len(chunks) < 50 * batch, leave=False):
+        ids = [t for enc in tok.encode_batch(chunks[i : i + batch]) for t in enc.ids]
+        parts.append(torch.tensor(ids, dtype=torch.int32))
+    return torch.cat(parts) if parts else torch.zeros(0, dtype=torch.int32)
 
 
 def train_batches(tokens: torch.Tensor, seq: int, micro_batch: int, seed: int):
@@ -112,7 +172,7 @@ def train_batches(tokens: torch.Tensor, seq: int, micro_batch: int, seed: int):
     gen = torch.Generator().manual_seed(seed)
     while True:
         ix = torch.randint(len(tokens) - seq, (micro_batch,), generator=gen)
-        yield torch.stack([tokens[i : i + seq] for i in ix])
+        yield torch.stack([tokens[i : i + seq] for i in ix]).long()
 
 
 def val_batches(tokens: torch.Tensor, seq: int, micro_batch: int, count: int) -> list[torch.Tensor]:
@@ -121,5 +181,5 @@ def val_batches(tokens: torch.Tensor, seq: int, micro_batch: int, count: int) ->
     if len(tokens) <= seq:
         raise SystemExit(f"validation text has {len(tokens)} tokens, fewer than one sequence of {seq}")
     starts = torch.linspace(0, len(tokens) - seq, n).long()
-    windows = torch.stack([tokens[s : s + seq] for s in starts])
+    windows = torch.stack([tokens[s : s + seq] for s in starts]).long()
     return list(windows.split(micro_batch))

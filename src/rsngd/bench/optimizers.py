@@ -2,20 +2,27 @@
 
 An optimizer is named by a spec ``name`` or ``name:key=value,key=value`` (values parsed as
 Python literals), for example ``rsngd:rank=32,fisher=tensor`` or ``galore:lr=0.005``.
-Defaults are each method's published setting for LLaMA pre-training (GaLore, Fira and
-APOLLO use rank = hidden/4 there, lr 0.01 and a subspace update every 200 steps;
-APOLLO-Mini rank 1 with a tensor-wise scale of 128; Adam-mini lr 1e-3). AdamW uses 3e-3,
-the best of {1e-3 (its published LLaMA default), 3e-3, 6e-3} on the cpu preset (Shakespeare,
-seed 0). RS-SNGD uses lr 5e-3 on the projected matrices and 1e-2 on the AdamW part, the
-best of its own sweep on the same run (docs/benchmark.md, "Tuning").
-RS-SNGD projects both sides of each matrix, so its default rank is hidden/8 (64 at
-hidden 512), which keeps its state of the projected matrices under 5 % of AdamW's.
+A spec's hyperparameters are, by priority: the spec's own, the tuned settings (the file that
+``rsngd bench tune`` writes, ``benchmarks/tuned.json``), then :data:`DEFAULTS`.
+
+:data:`DEFAULTS` are each method's published setting for LLaMA pre-training and the centre of its
+tuning sweep: GaLore, Fira and APOLLO use rank = hidden/4, lr 0.01 and a subspace update every
+200 steps; APOLLO-Mini rank 1 with a tensor-wise scale of 128; Muon lr 0.02 (``torch.optim.Muon``
+with its shape adjustment, momentum 0.95, Nesterov); Adam-mini, being Adam with fewer second
+moments, AdamW's centre. ``lr`` is the projected matrices' learning rate and ``adamw_lr`` that of
+the tensors every method gives to AdamW (embeddings, norms, LM head).
+
+``natural-galore`` is Natural GaLore written as an RS-SNGD setting (no implementation installs from
+PyPI): SVD factors of the gradient renewed every 200 steps at GaLore's rank, a Fisher over the last
+10 projected gradients per tensor, inverted through Woodbury.
 """
 
 from __future__ import annotations
 
 import ast
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -25,13 +32,47 @@ import rsngd
 
 DEFAULTS: dict[str, dict[str, Any]] = {
     "adamw": {"lr": 3e-3},
-    "adam-mini": {"lr": 1e-3},
+    "muon": {"lr": 2e-2, "adamw_lr": 3e-3},
+    "adam-mini": {"lr": 3e-3},
     "galore": {"lr": 1e-2, "rank": "hidden/4", "update_proj_gap": 200, "scale": 0.25},
     "fira": {"lr": 1e-2, "rank": "hidden/4", "update_proj_gap": 200, "alpha": 0.25},
     "apollo": {"lr": 1e-2, "rank": "hidden/4", "update_proj_gap": 200, "scale": 1.0, "scale_type": "channel"},
     "apollo-mini": {"lr": 1e-2, "rank": 1, "update_proj_gap": 200, "scale": 128.0, "scale_type": "tensor"},
     "rsngd": {"lr": 5e-3, "adamw_lr": 1e-2, "rank": "hidden/8", "history": 10},
+    "natural-galore": {
+        "lr": 5e-3,
+        "adamw_lr": 1e-2,
+        "rank": "hidden/4",
+        "history": 10,
+        "projection": "svd",
+        "fisher": "tensor",
+        "update_gap": 200,
+    },
 }
+"""Published settings (the centre of each method's tuning sweep)."""
+
+METHOD: dict[str, str] = {"natural-galore": "rsngd"}
+"""Benchmark names that are a setting of another method of :func:`rsngd.create_optimizer`."""
+
+NO_TUNING = "none"
+"""``--tuned none``: the published settings, untuned."""
+
+
+def load_tuned(path: Path | str | None) -> dict[str, dict[str, Any]]:
+    """The ``settings`` of a tuned-settings file (method → hyperparameters); {} for None or ``"none"``."""
+    if path is None or str(path) == NO_TUNING:
+        return {}
+    path = Path(path)
+    if not path.is_file():
+        raise SystemExit(f"no tuned settings at {path}: run `rsngd bench tune` or pass --tuned none")
+    data = json.loads(path.read_text())
+    settings = data.get("settings")
+    if not isinstance(settings, dict):
+        raise SystemExit(f"{path} is not a tuned-settings file (no 'settings' object)")
+    unknown = sorted(set(settings) - set(DEFAULTS))
+    if unknown:
+        raise SystemExit(f"{path} names unknown optimizers: {', '.join(unknown)}")
+    return settings
 
 
 @dataclass
@@ -41,9 +82,11 @@ class OptimizerSpec:
     name: str
     overrides: dict[str, Any] = field(default_factory=dict)
     label: str = ""
+    tuned: dict[str, Any] = field(default_factory=dict)
+    """This method's tuned settings (from :func:`load_tuned`), under the spec's own overrides."""
 
     @classmethod
-    def parse(cls, text: str) -> OptimizerSpec:
+    def parse(cls, text: str, tuned: dict[str, dict[str, Any]] | None = None) -> OptimizerSpec:
         name, _, rest = text.partition(":")
         if name not in DEFAULTS:
             raise SystemExit(f"unknown optimizer {name!r}; choose from {', '.join(DEFAULTS)}")
@@ -56,10 +99,15 @@ class OptimizerSpec:
                 overrides[key] = ast.literal_eval(value)
             except (ValueError, SyntaxError):
                 overrides[key] = value  # a bare word such as fisher=tensor
-        return cls(name, overrides, text)
+        return cls(name, overrides, text, dict((tuned or {}).get(name, {})))
+
+    @property
+    def method(self) -> str:
+        """The :func:`rsngd.create_optimizer` method this spec builds."""
+        return METHOD.get(self.name, self.name)
 
     def hyperparameters(self, hidden: int) -> dict[str, Any]:
-        hp = {**DEFAULTS[self.name], **self.overrides}
+        hp = {**DEFAULTS[self.name], **self.tuned, **self.overrides}
         if hp.get("rank") in ("hidden/4", "hidden/8"):
             hp["rank"] = max(1, hidden // int(hp["rank"][-1]))
         return hp
@@ -73,4 +121,4 @@ def build_optimizer(spec: OptimizerSpec, model: nn.Module, hidden: int, heads: i
     hp = spec.hyperparameters(hidden)
     if spec.name == "adam-mini":
         hp.update(dim=hidden, n_heads=heads)
-    return rsngd.create_optimizer(model.named_parameters(), spec.name, **hp)
+    return rsngd.create_optimizer(model.named_parameters(), spec.method, **hp)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import statistics
 from collections import defaultdict
@@ -96,6 +97,82 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
+def _mean_curves(runs: list[dict[str, Any]], key: tuple[str, str]) -> dict[str, dict[int, float]]:
+    """Per optimizer of one setting: step → validation loss averaged over the seeds that reached the step."""
+    acc: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for r in runs:
+        if _key(r) == key:
+            for step, value in r["val_curve"]:
+                acc[r["optimizer"]][int(step)].append(value)
+    return {label: {s: statistics.fmean(v) for s, v in sorted(c.items())} for label, c in acc.items()}
+
+
+def leaders(runs: list[dict[str, Any]], key: tuple[str, str]) -> list[tuple[int, int, str]]:
+    """Who has the lowest mean validation loss at each evaluation of one setting, as (first step, last step, leader)
+    segments: where the ranking's top changes as the run lengthens."""
+    curves = _mean_curves(runs, key)
+    steps = sorted(set.intersection(*(set(c) for c in curves.values()))) if curves else []
+    out: list[tuple[int, int, str]] = []
+    for step in steps:
+        best = min(curves, key=lambda label: curves[label][step])
+        if out and out[-1][2] == best:
+            out[-1] = (out[-1][0], step, best)
+        else:
+            out.append((step, step, best))
+    return out
+
+
+def paired(runs: list[dict[str, Any]], rows: list[dict[str, Any]], ours: str = "rsngd") -> list[dict[str, Any]]:
+    """Per setting, ``ours`` against the baseline with the lowest mean loss (every other optimizer except variants
+    of ``ours``), seed by seed: the differences (ours − baseline; negative = ours lower), wins and losses."""
+    out = []
+    for dataset, preset in dict.fromkeys((r["dataset"], r["preset"]) for r in rows):
+        sub = [r for r in rows if (r["dataset"], r["preset"]) == (dataset, preset)]
+        mine = next((r for r in sub if r["optimizer"] == ours), None)
+        others = [r for r in sub if not r["optimizer"].startswith(ours)]
+        if mine is None or not others:
+            continue
+        base = min(others, key=lambda r: r["val_loss"])
+        by_seed = {
+            label: {
+                r["seed"]: r["final_val_loss"] for r in runs if _key(r) == (dataset, preset) and r["optimizer"] == label
+            }
+            for label in (ours, base["optimizer"])
+        }
+        seeds = sorted(set(by_seed[ours]) & set(by_seed[base["optimizer"]]))
+        diffs = [by_seed[ours][s] - by_seed[base["optimizer"]][s] for s in seeds]
+        out.append(
+            {
+                "dataset": dataset,
+                "preset": preset,
+                "ours": ours,
+                "baseline": base["optimizer"],
+                "seeds": seeds,
+                "differences": diffs,
+                "wins": sum(d < 0 for d in diffs),
+                "losses": sum(d > 0 for d in diffs),
+                "mean_difference": statistics.fmean(diffs) if diffs else float("nan"),
+                "std_difference": statistics.stdev(diffs) if len(diffs) > 1 else 0.0,
+                "state_ratio": mine["state_vs_adamw"],
+            }
+        )
+    return out
+
+
+def paired_markdown(pairs: list[dict[str, Any]]) -> str:
+    lines = [
+        "| setting | best baseline | per seed (ours − baseline) | wins / losses | mean ± std |",
+        "|---|---|---|---|---|",
+    ]
+    for p in pairs:
+        per = ", ".join(f"{s}: {d:+.3f}" for s, d in zip(p["seeds"], p["differences"]))
+        lines.append(
+            f"| {p['dataset']} ({p['preset']}) | {p['baseline']} | {per} | {p['wins']} / {p['losses']} "
+            f"| {p['mean_difference']:+.3f} ± {p['std_difference']:.3f} |"
+        )
+    return "\n".join(lines)
+
+
 def _save(fig, axes, path: Path) -> Path:
     import matplotlib.pyplot as plt
 
@@ -132,6 +209,28 @@ def plots(runs: list[dict[str, Any]], rows: list[dict[str, Any]], out_dir: Path)
         ax.set(title=f"{key[0]} / {key[1]}", xlabel="step", ylabel="validation loss")
         ax.grid(alpha=0.3)
     paths.append(_save(fig, axes, out_dir / "loss.png"))
+
+    fig, axes = plt.subplots(1, len(keys), figsize=(6 * len(keys), 4.5), squeeze=False)
+    for ax, key in zip(axes[0], keys):
+        for label in labels:
+            rs = [r for r in runs if _key(r) == key and r["optimizer"] == label and r["val_curve"]]
+            if not rs:
+                continue
+            per_step = rs[0]["preset"].get("batch", 1) * rs[0]["preset"].get("seq", 1)
+            steps = [s for s, _ in rs[0]["val_curve"]]
+            curves = [[v for _, v in r["val_curve"]] for r in rs if len(r["val_curve"]) == len(steps)]
+            tokens = [s * per_step / 1e6 for s in steps]
+            mean = [statistics.fmean(c[i] for c in curves) for i in range(len(steps))]
+            std = [statistics.stdev(c[i] for c in curves) if len(curves) > 1 else 0.0 for i in range(len(steps))]
+            ax.plot(tokens, mean, label=label, color=colors[label], lw=1.4)
+            ax.fill_between(tokens, [m - d for m, d in zip(mean, std)], [m + d for m, d in zip(mean, std)],
+                            color=colors[label], alpha=0.15, lw=0)  # fmt: skip
+        ax.set(title=f"{key[0]} / {key[1]}", xlabel="training tokens (M)", ylabel="validation loss (mean ± std)")
+        finals = [r["final_val_loss"] for r in runs if _key(r) == key and math.isfinite(r["final_val_loss"])]
+        if finals:  # the first evaluations are far above the rest: show where the methods separate
+            ax.set_ylim(min(finals) - 0.1, min(finals) + 1.5)
+        ax.grid(alpha=0.3)
+    paths.append(_save(fig, axes, out_dir / "tokens.png"))
 
     fig, axes = plt.subplots(1, len(keys), figsize=(6 * len(keys), 4.5), squeeze=False)
     for ax, key in zip(axes[0], keys):
@@ -204,24 +303,54 @@ def fill_section(path: Path, start: str, end: str, body: str) -> None:
     path.write_text(head + start + "\n" + body.strip() + "\n" + end + rest.split(end, 1)[1])
 
 
+def leaders_markdown(runs: list[dict[str, Any]]) -> str:
+    """One line per setting: the optimizer with the lowest mean validation loss along the run."""
+    lines = []
+    for key in dict.fromkeys(_key(r) for r in runs):
+        segments = leaders(runs, key)
+        if segments:
+            where = "; ".join(
+                f"{label} (steps {a}–{b})" if a != b else f"{label} (step {a})" for a, b, label in segments
+            )
+            lines.append(f"- {key[0]} ({key[1]}): {where}")
+    return "\n".join(lines)
+
+
 def report(
-    results: list[Path], out_dir: Path, readme: Path | None = None, command: str = "", summary: Path | None = None
+    results: list[Path],
+    out_dir: Path,
+    readme: Path | None = None,
+    command: str = "",
+    summary: Path | None = None,
+    ours: str = "rsngd",
 ) -> str:
-    """Write report.md and the plots to ``out_dir``; optionally refresh the results section of ``readme`` (the full
-    tables and plots) and the headline section of ``summary`` (:func:`headline`)."""
+    """Write report.md, summary.json and the plots to ``out_dir``; optionally refresh the results section of
+    ``readme`` (the full tables and plots) and the headline section of ``summary`` (:func:`headline` and the paired
+    comparison of ``ours`` with the best baseline)."""
     runs = load_runs(results)
     rows = summarize(runs)
+    pairs = paired(runs, rows, ours)
     table = markdown(rows)
     images = plots(runs, rows, out_dir)
     notes = sorted({f"- {r['dataset']}: {r['dataset_note']}" for r in runs})
     devices = sorted({r["device"] for r in runs})
-    body = "\n".join([table, "Data: " if notes else "", *notes, f"\nDevice: {', '.join(devices)}.", ""])
+    parts = [table]
+    if pairs:
+        parts += [f"**{ours} against the best baseline, seed by seed** (validation loss difference)\n",
+                  paired_markdown(pairs), ""]  # fmt: skip
+    parts += ["**Lowest mean validation loss along the run**\n", leaders_markdown(runs), ""]
+    body = "\n".join([*parts, "Data: " if notes else "", *notes, f"\nDevice: {', '.join(devices)}.", ""])
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "report.md").write_text(body + "\n" + "\n".join(f"![{p.stem}]({p.name})" for p in images) + "\n")
-    (out_dir / "summary.json").write_text(json.dumps(rows, indent=1))
+    (out_dir / "summary.json").write_text(json.dumps({"rows": rows, "paired": pairs}, indent=1))
     if summary is not None:
         note = f"Generated by `{command}` (mean ± std over seeds; details in docs/benchmark.md).\n\n" if command else ""
-        fill_section(summary, SUMMARY_START, SUMMARY_END, note + headline(rows))
+        extra = (
+            f"\n\n{ours} against the best baseline per setting, seed by seed:\n\n" + paired_markdown(pairs)
+            if pairs
+            else ""
+        )
+        fill_section(summary, SUMMARY_START, SUMMARY_END, note + headline(rows) + extra)
     if readme is not None:
         rel = [Path(os.path.relpath(p.resolve(), readme.parent.resolve())) for p in images]  # as the file links
         section = "\n".join(

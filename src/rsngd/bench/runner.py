@@ -120,7 +120,7 @@ def run_one(
 
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
-    if strategy == "fsdp2" and world > 1 and spec.name not in ("rsngd", "adamw"):
+    if strategy == "fsdp2" and world > 1 and spec.method not in ("rsngd", "adamw"):
         raise SystemExit(f"--dist fsdp2 supports rsngd and adamw; {spec.name} does not step sharded parameters")
     if preset.micro_batch % world:
         raise SystemExit(f"the preset's micro-batch {preset.micro_batch} must be divisible by {world} processes")
@@ -190,6 +190,7 @@ def run_one(
         "diverged": not math.isfinite(train_curve[-1]),
         "final_val_loss": val_curve[-1][1] if val_curve else float("nan"),
         "final_train_loss": train_curve[-1],
+        "final_val_perplexity": math.exp(min(val_curve[-1][1], 50.0)) if val_curve else float("nan"),
         "optimizer_state_bytes": rsngd.optimizer_state_bytes(opt),
         "projected_state_bytes": rsngd.optimizer_state_bytes(opt, projected),
         "optimizer_step_s": statistics.median(opt_s),

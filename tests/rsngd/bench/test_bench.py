@@ -207,7 +207,10 @@ def test_report_renders_table_and_plots(tmp_path):
     assert "| adamw | 4.100 ± 0.141 | 0.00 MiB | 100.0% |" in body
     assert "| rsngd | 3.900 ± 0.000 |" in body and "4.0%" in body
     assert body.index("| rsngd") < body.index("| adamw")  # best loss first
-    for name in ("loss.png", "pareto.png", "time.png"):
+    # Paired by seed against the best other optimizer: 3.9 − 4.0 and 3.9 − 4.2.
+    assert "| shakespeare (cpu) | adamw | 0: -0.100, 1: -0.300 | 2 / 0 | -0.200 ± 0.141 |" in body
+    assert "- shakespeare (cpu): rsngd (steps 10–20)" in body
+    for name in ("loss.png", "pareto.png", "time.png", "tokens.png"):
         data = (tmp_path / "out" / name).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
     text = readme.read_text()
@@ -226,6 +229,8 @@ def test_report_renders_table_and_plots(tmp_path):
     # alphabetical order. Cells are mean ± std over seeds.
     assert "| adamw | 4.100 ± 0.141 | 4.100 ± 0.141 | 100.0 % |" in lines
     assert "| rsngd | 4.500 ± 0.000 | 3.900 ± 0.000 | 4.0 % |" in lines
+    # On "other" RS-SNGD's one seed (0) is above AdamW's: a loss in the paired count.
+    assert "| other (cpu) | adamw | 0: +0.500 | 0 / 1 | +0.500 ± 0.000 |" in lines
 
 
 def test_bench_under_torchrun_matches_one_process(tmp_path, text_file):
@@ -254,3 +259,61 @@ def test_bench_under_torchrun_matches_one_process(tmp_path, text_file):
     assert two["world_size"] == 2 and two["strategy"] == strategy and one["world_size"] == 1
     assert two["train_curve"] == pytest.approx(one["train_curve"], abs=2e-4)
     assert two["final_val_loss"] == pytest.approx(one["final_val_loss"], abs=2e-4)
+
+
+def test_the_leader_changes_where_the_mean_curves_cross():
+    from rsngd.bench.report import leaders
+
+    early = fake_run("galore", 0, 4.0, 10) | {"val_curve": [[10, 5.0], [20, 4.5], [30, 4.0]]}
+    late = [fake_run("adamw", s, 3.8, 10) | {"val_curve": [[10, 5.5 + s], [20, 4.6], [30, 3.8]]} for s in (0, 1)]
+    # AdamW's mean at step 10 is 6.0 (5.5 and 6.5): behind until step 30.
+    assert leaders([early, *late], ("shakespeare", "cpu")) == [(10, 20, "galore"), (30, 30, "adamw")]
+
+
+def test_resume_runs_only_what_is_missing(tmp_path, text_file, monkeypatch):
+    from rsngd.bench import runner
+
+    out = tmp_path / "results.json"
+    common = ["--preset", "smoke", "--steps", "1", "--data", str(text_file), "--out", str(out),
+              "--cache", str(tmp_path / "cache"), "--no-progress", "--tuned", "none"]  # fmt: skip
+    bench_main([*common, "--optimizers", "adamw", "--seeds", "0"])
+    first = json.loads(out.read_text())
+    ran = []
+    real = runner.run_one
+    monkeypatch.setattr(runner, "run_one", lambda spec, *a, **k: ran.append(spec.label) or real(spec, *a, **k))
+    bench_main([*common, "--optimizers", "adamw", "rsngd", "--seeds", "0", "--resume"])
+    runs = json.loads(out.read_text())
+    assert ran == ["rsngd"] and runs[0] == first[0] and [r["optimizer"] for r in runs] == ["adamw", "rsngd"]
+    with pytest.raises(SystemExit, match="use another --out"):
+        bench_main([*common[:3], "2", *common[4:], "--optimizers", "adamw", "--resume"])
+
+
+def test_c4_shards_and_a_given_tokenizer(tmp_path):
+    import gzip
+
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    folder = tmp_path / "c4"
+    folder.mkdir()
+    lines = TEXT.splitlines()
+    for name, docs in (
+        ("c4-train.00000-of-01024.json.gz", lines[:500]),
+        ("c4-validation.00000-of-00008.json.gz", lines[500:]),
+    ):
+        with gzip.open(folder / name, "wt") as f:
+            f.writelines(json.dumps({"text": d, "url": "x"}) + "\n" for d in docs)
+    tok = Tokenizer(models.WordLevel(unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.train_from_iterator(lines, trainers.WordLevelTrainer(special_tokens=["[UNK]"]))
+    (tmp_path / "tok").mkdir()
+    tok.save(str(tmp_path / "tok" / "tokenizer.json"))
+
+    corpus = load_corpus(f"c4:{folder}", 300, cache=tmp_path / "cache", tokenizer=tmp_path / "tok")
+    assert corpus.name == "c4" and corpus.vocab_size == tok.get_vocab_size()
+    assert tok.decode(corpus.train[:4].tolist()) == "Line 0 : the"  # the given tokenizer, not a trained BPE
+    assert tok.decode(corpus.val[:2].tolist()) == "Line 500"  # validation from the validation shard
+    with pytest.raises(SystemExit, match="validation shards"):
+        load_corpus(f"c4:{tmp_path}", 300, cache=tmp_path / "cache")
+    (folder / "c4-validation.00000-of-00008.json.gz").write_bytes(gzip.compress(b"not json\n"))
+    with pytest.raises(SystemExit, match="'text' field"):
+        load_corpus(f"c4:{folder}", 300, cache=tmp_path / "cache")
