@@ -8,6 +8,9 @@ docs/rsngd.md, "Ablations"). They stay for studies; the defaults never call into
 - ``projection="svd"`` (leading singular vectors of the gradient, stored in the state:
   ``rsngd.projection.svd_factors``), against the default ``"random"`` (regenerated from a seed).
 
+- ``core_beta2 > 0``: a diagonal second moment of the preconditioned core (Adam's denominator inside the
+  subspace), against the default 0 (none).
+
 Everything here is a pure function of tensors.
 """
 
@@ -61,3 +64,10 @@ def fira_residual(residual: Tensor, update: Tensor, core: Tensor, prev_norm: Ten
     limit = torch.where(prev_norm > 0, FIRA_LIMIT * prev_norm, norm)
     factor = torch.where(norm > limit, limit / norm.clamp_min(1e-30), torch.ones_like(norm))
     return scaled * factor, norm * factor
+
+
+def core_second_moment(update: Tensor, v: Tensor, t: int, beta2: float, eps: float) -> tuple[Tensor, Tensor]:
+    """Adam's denominator on a preconditioned core: ``v ← β₂ v + (1 − β₂) u²`` and ``u / (√(v / (1 − β₂ᵗ)) + ε)``,
+    ``t`` the steps in the current subspace (≥ 1). Returns the new update and the new ``v``."""
+    v = v * beta2 + (1 - beta2) * update * update
+    return update / ((v / (1 - beta2 ** max(t, 1))).sqrt() + eps), v

@@ -113,6 +113,9 @@ class RSNGD(Optimizer):
             ``"none"`` (drop); the ablations ``"fira"`` (scaled by ‖update‖/‖core‖ with Fira's
             norm-growth limiter) and ``"sign"`` (signSGD, as FRUGAL) are in ``rsngd.ablations``.
         residual_scale: multiplies the residual update.
+        core_beta2: β₂ of a diagonal second moment of the preconditioned core (Adam's denominator inside the
+            subspace, reset when the subspace is renewed; k more floats of state per tensor); 0 (the default)
+            keeps it off. A setting under study in ``rsngd.ablations`` (docs/rsngd.md, "Ablations").
         weight_decay: decoupled weight decay (as AdamW), for every tensor of the group.
         betas: AdamW betas for the AdamW-updated tensors.
         eps: AdamW epsilon (also guards the RMS normalisation).
@@ -159,6 +162,7 @@ class RSNGD(Optimizer):
         scale: float = 1.0,
         residual: str = "none",
         residual_scale: float = 1.0,
+        core_beta2: float = 0.0,
         weight_decay: float = 0.0,
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
@@ -183,6 +187,7 @@ class RSNGD(Optimizer):
             scale=scale,
             residual=residual,
             residual_scale=residual_scale,
+            core_beta2=core_beta2,
             weight_decay=weight_decay,
             betas=betas,
             eps=eps,
@@ -245,6 +250,7 @@ class RSNGD(Optimizer):
         integer("seed", 0)
         need(number("damping") > 0, f"damping must be > 0, got {group['damping']}")
         need(0 <= number("momentum") < 1, f"momentum must be in [0, 1), got {group['momentum']}")
+        need(0 <= number("core_beta2") < 1, f"core_beta2 must be in [0, 1), got {group['core_beta2']}")
         need(number("weight_decay") >= 0, f"weight_decay must be >= 0, got {group['weight_decay']}")
         need(number("scale") > 0, f"scale must be > 0, got {group['scale']}")
         need(number("residual_scale") >= 0, f"residual_scale must be >= 0, got {group['residual_scale']}")
@@ -360,6 +366,14 @@ class RSNGD(Optimizer):
 
         # 3. apply: each rank writes its own rows; nothing changes unless ok
         for e in entries:
+            if e.group["core_beta2"] > 0:  # an ablation setting
+                if "core_v" not in e.state:
+                    e.state["core_v"] = torch.zeros_like(e.update)
+                t = e.state["step"] - e.state["basis_step"]
+                e.update, v = ablations.core_second_moment(
+                    e.update, e.state["core_v"], t, e.group["core_beta2"], e.group["eps"]
+                )
+                e.state["core_v"].copy_(torch.where(ok, v, e.state["core_v"]))
             self._apply(e, ok)
         for group, p in adam:
             self._adamw(p, group, ok)
@@ -418,6 +432,8 @@ class RSNGD(Optimizer):
             hist = state["hist"].view(s, *cshape)
             state["hist"] = change_basis(hist, old, full, batch_dims=1).reshape(s, -1).contiguous()
             state["basis_step"] = state["step"]
+            if "core_v" in state:  # a second moment does not carry into a new basis: start it again
+                state["core_v"].zero_()
             factors = self._keep(p, group, full, lay)
         else:
             factors = self._local_factors(p, group, state, lay, grad.device)

@@ -601,3 +601,36 @@ def test_per_layer_nan_skips_the_step(gen):
     assert opt.nonfinite_steps == 1
     for n, p in model.named_parameters():
         assert torch.equal(p, before[n]), n
+
+
+def test_core_second_moment_divides_by_adams_denominator_and_restarts_with_the_subspace(gen):
+    """core_beta2 (an ablation setting): the normalised F⁻¹m of each step divided by √v̂, v the EMA of its squares
+    since the last renewal, checked in float64 against the steps of the same optimizer without it."""
+    W = torch.nn.Parameter(torch.randn(9, 7, generator=gen, dtype=torch.float64))
+    V = torch.nn.Parameter(W.detach().clone())
+    lr, beta2, eps = 0.01, 0.9, 1e-8
+    plain = RSNGD([V], lr=lr, rank=3, history=3, update_gap=4, stagger_renewals=False)
+    adam = RSNGD([W], lr=lr, rank=3, history=3, update_gap=4, stagger_renewals=False, core_beta2=beta2, eps=eps)
+    v = torch.zeros(9, dtype=torch.float64)
+    for step in range(1, 7):
+        with torch.no_grad():
+            V.copy_(W)  # both start the step from the same point, with the same gradient and history
+        g = torch.randn(9, 7, generator=gen, dtype=torch.float64)
+        W.grad, V.grad = g.clone(), g.clone()
+        before = W.detach().clone()
+        plain.step()
+        adam.step()
+        torch.testing.assert_close(adam.state[W]["hist"], plain.state[V]["hist"], rtol=0, atol=0)
+        factors = random_factors(V.shape, [3, 3], plain.state[V]["seed"], dtype=torch.float64)
+        u = project((before - V.detach()) / lr, factors).reshape(-1)  # the normalised F⁻¹m of this step
+        if step == 5:  # the subspace was renewed before this step (every 4): the moment starts again
+            v.zero_()
+        t = step if step < 5 else step - 4
+        v = beta2 * v + (1 - beta2) * u * u
+        expected = before - lr * project_back((u / ((v / (1 - beta2**t)).sqrt() + eps)).view(3, 3), factors)
+        torch.testing.assert_close(adam.state[W]["core_v"], v, rtol=1e-10, atol=1e-14)
+        torch.testing.assert_close(W.detach(), expected, rtol=1e-10, atol=1e-12)
+    assert adam.state[W]["renewals"] == 1
+    assert "core_v" not in plain.state[V]
+    with pytest.raises(ValueError, match="core_beta2"):
+        RSNGD([torch.nn.Parameter(torch.randn(3, 3))], rank=2, core_beta2=1.0)
