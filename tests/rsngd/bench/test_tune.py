@@ -9,7 +9,7 @@ pytest.importorskip("tokenizers")
 
 from rsngd.bench.cli import bench_main
 from rsngd.bench.optimizers import DEFAULTS, OptimizerSpec, load_tuned
-from rsngd.bench.tune import ADAMW_LRS, LR_FACTORS, grid, run_file, select, tune_main
+from rsngd.bench.tune import ADAMW_LRS, LR_FACTORS, TUNE_END, TUNE_START, grid, run_file, select, tune_main
 from tests.rsngd.bench.test_bench import TEXT
 
 
@@ -58,6 +58,16 @@ def test_shards_resume_and_choose_the_lowest_loss(tmp_path, capsys):
         assert data["results"][method]["val_loss"] == losses[best]
         assert len(data["sweep"][method]) == 6
     assert data["preset"] == "smoke" and data["seed"] == 0 and data["steps"] == 2
+
+    doc = tmp_path / "doc.md"
+    doc.write_text(f"intro\n{TUNE_START}\nold\n{TUNE_END}\n")
+    tune_main(args(tmp_path, "--select-only", "--markdown", str(doc)))
+    rows = {line.split(" | ")[0][2:]: line for line in doc.read_text().splitlines() if line.startswith("| ")}
+    for method in ("adamw", "muon"):
+        cells = rows[method].split(" | ")[1:7]
+        assert len(cells) == 6 and sum(c.startswith("**") for c in cells) == 1
+        assert f"**{data['results'][method]['val_loss']:.3f}**" in cells
+    assert "old" not in doc.read_text() and "rsngd bench tune --preset smoke" in doc.read_text()
 
     # The bench takes the tuned settings; a spec's own value still wins.
     tuned = load_tuned(settings)
