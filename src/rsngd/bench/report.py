@@ -184,7 +184,8 @@ def _save(fig, axes, path: Path) -> Path:
 
 
 def plots(runs: list[dict[str, Any]], rows: list[dict[str, Any]], out_dir: Path) -> list[Path]:
-    """loss.png (validation loss vs step), pareto.png (loss vs state), time.png (step time split)."""
+    """loss.png (validation loss vs training tokens, mean ± std over seeds), pareto.png (final loss vs optimizer
+    state), time.png (step time split)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -195,20 +196,6 @@ def plots(runs: list[dict[str, Any]], rows: list[dict[str, Any]], out_dir: Path)
     labels = list(dict.fromkeys(r["optimizer"] for r in runs))
     colors = {label: plt.cm.tab20(i % 20) for i, label in enumerate(labels)}
     paths = []
-
-    fig, axes = plt.subplots(1, len(keys), figsize=(6 * len(keys), 4.5), squeeze=False)
-    for ax, key in zip(axes[0], keys):
-        for label in labels:
-            rs = [r for r in runs if _key(r) == key and r["optimizer"] == label and r["val_curve"]]
-            if not rs:
-                continue
-            steps = [s for s, _ in rs[0]["val_curve"]]
-            curves = [[v for _, v in r["val_curve"]] for r in rs if len(r["val_curve"]) == len(steps)]
-            mean = [statistics.fmean(c[i] for c in curves) for i in range(len(steps))]
-            ax.plot(steps, mean, marker="o", ms=3, label=label, color=colors[label])
-        ax.set(title=f"{key[0]} / {key[1]}", xlabel="step", ylabel="validation loss")
-        ax.grid(alpha=0.3)
-    paths.append(_save(fig, axes, out_dir / "loss.png"))
 
     fig, axes = plt.subplots(1, len(keys), figsize=(6 * len(keys), 4.5), squeeze=False)
     for ax, key in zip(axes[0], keys):
@@ -230,7 +217,7 @@ def plots(runs: list[dict[str, Any]], rows: list[dict[str, Any]], out_dir: Path)
         if finals:  # the first evaluations are far above the rest: show where the methods separate
             ax.set_ylim(min(finals) - 0.1, min(finals) + 1.5)
         ax.grid(alpha=0.3)
-    paths.append(_save(fig, axes, out_dir / "tokens.png"))
+    paths.append(_save(fig, axes, out_dir / "loss.png"))
 
     fig, axes = plt.subplots(1, len(keys), figsize=(6 * len(keys), 4.5), squeeze=False)
     for ax, key in zip(axes[0], keys):

@@ -210,7 +210,7 @@ def test_report_renders_table_and_plots(tmp_path):
     # Paired by seed against the best other optimizer: 3.9 − 4.0 and 3.9 − 4.2.
     assert "| shakespeare (cpu) | adamw | 0: -0.100, 1: -0.300 | 2 / 0 | -0.200 ± 0.141 |" in body
     assert "- shakespeare (cpu): rsngd (steps 10–20)" in body
-    for name in ("loss.png", "pareto.png", "time.png", "tokens.png"):
+    for name in ("loss.png", "pareto.png", "time.png"):
         data = (tmp_path / "out" / name).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
     text = readme.read_text()
