@@ -7,7 +7,8 @@ validation loss wins (a diverged run never does); the winners are written to a s
 reads (``--tuned``), with every run's loss, so the choice can be checked and reproduced.
 
 Each run is its own JSON file in the runs folder, written when it ends: an interrupted tuning resumes where it
-stopped, and ``--shard i/n`` splits the grid among several processes (e.g. two with one thread each).
+stopped, and ``--shard i/n`` splits the grid among several processes (e.g. on a machine with more cores).
+A method whose best lr lies at an end of its grid gets up to :data:`MAX_EXTEND` more lrs that way.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import math
 import re
 import shlex
 import sys
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -31,13 +33,20 @@ TUNED = ["adamw", "muon", "galore", "fira", "apollo", "apollo-mini", "adam-mini"
 """The methods tuned by default: every optimizer of the benchmark."""
 
 
-def grid(method: str) -> list[OptimizerSpec]:
-    """The sweep of ``method``: :data:`LR_FACTORS` × :data:`ADAMW_LRS` around its published lr."""
+MAX_EXTEND = 2
+"""When a method's best lr lies at an end of its grid, the grid grows by one more ×2 step that way (both AdamW-part
+lrs, 2 runs), at most this many times: the same rule for every method."""
+
+
+def grid(method: str, factors: tuple[float, ...] | list[float] = LR_FACTORS) -> list[OptimizerSpec]:
+    """The sweep of ``method``: ``factors`` (× its published lr) × :data:`ADAMW_LRS`."""
     if method not in DEFAULTS:
         raise SystemExit(f"unknown optimizer {method!r}; choose from {', '.join(DEFAULTS)}")
     centre = DEFAULTS[method]["lr"]
     return [
-        OptimizerSpec.parse(f"{method}:lr={centre * f:.4g},adamw_lr={rest:g}") for f in LR_FACTORS for rest in ADAMW_LRS
+        OptimizerSpec.parse(f"{method}:lr={centre * f:.4g},adamw_lr={rest:g}")
+        for f in sorted(factors)
+        for rest in ADAMW_LRS
     ]
 
 
@@ -47,40 +56,61 @@ def run_file(folder: Path, spec: OptimizerSpec, seed: int) -> Path:
     return folder / f"{slug}_seed{seed}.json"
 
 
-def select(folder: Path, methods: list[str], seed: int) -> tuple[dict[str, dict[str, Any]], dict[str, list], list[str]]:
-    """(chosen settings, every grid point's result, missing run files) from the runs in ``folder``.
+def shard_of(spec: OptimizerSpec, shards: int) -> int:
+    """The shard that runs ``spec``: fixed by its label, so concurrent shards never run the same point."""
+    return zlib.crc32(spec.label.encode()) % shards
 
-    A method is chosen only when its whole grid has run. The loss of a diverged run counts as +inf."""
+
+def _point(path: Path, spec: OptimizerSpec, factor: float) -> dict[str, Any]:
+    run = json.loads(path.read_text())[0]  # a one-run list, as `rsngd bench report` reads it
+    loss = run["final_val_loss"]
+    ok = not run.get("diverged") and math.isfinite(loss)
+    return {**spec.overrides, "factor": factor, "val_loss": loss if ok else None, "diverged": not ok}
+
+
+def select(
+    folder: Path, methods: list[str], seed: int
+) -> tuple[dict[str, dict[str, Any]], dict[str, list], list[OptimizerSpec]]:
+    """(chosen settings, every grid point's result, the grid points still to run) from the runs in ``folder``.
+
+    A method is chosen only when its grid has run, including the points that :data:`MAX_EXTEND` adds when the best
+    lr lies at an end. A diverged run never wins."""
     chosen: dict[str, dict[str, Any]] = {}
     sweep: dict[str, list] = {}
-    missing: list[str] = []
+    todo: list[OptimizerSpec] = []
     for method in methods:
-        points = []
-        for spec in grid(method):
-            path = run_file(folder, spec, seed)
-            if not path.is_file():
-                missing.append(str(path))
+        factors = list(LR_FACTORS)
+        while True:
+            specs = grid(method, factors)
+            per_factor = [f for f in sorted(factors) for _ in ADAMW_LRS]
+            missing = [spec for spec in specs if not run_file(folder, spec, seed).is_file()]
+            points = [
+                _point(run_file(folder, spec, seed), spec, f)
+                for spec, f in zip(specs, per_factor)
+                if spec not in missing
+            ]
+            sweep[method] = points
+            if missing:
+                todo += missing
+                break
+            finite = [p for p in points if p["val_loss"] is not None]
+            if not finite:
+                raise SystemExit(f"every run of {method} diverged; widen its grid")
+            best = min(finite, key=lambda p: p["val_loss"])
+            low, high = best["factor"] == min(factors), best["factor"] == max(factors)
+            if (low or high) and len(factors) - len(LR_FACTORS) < MAX_EXTEND:
+                factors.append(min(factors) / 2 if low else max(factors) * 2)
                 continue
-            run = json.loads(path.read_text())[0]  # a one-run list, as `rsngd bench report` reads it
-            loss = run["final_val_loss"]
-            ok = not run.get("diverged") and math.isfinite(loss)
-            points.append({**spec.overrides, "val_loss": loss if ok else None, "diverged": not ok})
-        sweep[method] = points
-        if len(points) < len(LR_FACTORS) * len(ADAMW_LRS):
-            continue
-        finite = [p for p in points if p["val_loss"] is not None]
-        if not finite:
-            raise SystemExit(f"every run of {method} diverged; widen its grid")
-        best = min(finite, key=lambda p: p["val_loss"])
-        lrs = sorted({p["lr"] for p in points})
-        chosen[method] = {
-            "lr": best["lr"],
-            "adamw_lr": best["adamw_lr"],
-            "val_loss": best["val_loss"],
-            # The best lr at the grid's end means the optimum may lie outside it.
-            "lr_at_edge": best["lr"] in (lrs[0], lrs[-1]),
-        }
-    return chosen, sweep, missing
+            chosen[method] = {
+                "lr": best["lr"],
+                "adamw_lr": best["adamw_lr"],
+                "val_loss": best["val_loss"],
+                "factors": sorted(factors),
+                # Still at an end after the extensions: the optimum may lie outside the grid.
+                "lr_at_edge": low or high,
+            }
+            break
+    return chosen, sweep, todo
 
 
 def write_settings(path: Path, chosen: dict, sweep: dict, meta: dict[str, Any]) -> None:
@@ -101,41 +131,38 @@ TUNE_END = "<!-- tune:end -->"
 
 
 def sweep_markdown(settings: dict[str, Any]) -> str:
-    """The settings file as a table: every method's 6 losses (the chosen one in bold) and its chosen lrs."""
-    cols = [(f, r) for f in LR_FACTORS for r in ADAMW_LRS]
-    head = " | ".join(f"{f:g}× / {r:g}" for f, r in cols)
+    """The settings file as a table: each method's losses per lr factor (the chosen one in bold) and its choice."""
+    factors = sorted({p["factor"] for points in settings["sweep"].values() for p in points})
+    rests = " / ".join(f"{r:g}" for r in ADAMW_LRS)
     lines = [
         f"Generated by `rsngd bench tune --select-only --markdown FILE` from the runs of `{settings['command']}`: "
         f"final validation loss after {settings['steps']} steps of `{settings['preset']}` on {settings['data']}, "
-        f"seed {settings['seed']}; columns are the projected matrices' lr (× the published one) / the AdamW part's lr.",
+        f"seed {settings['seed']}. Columns: the projected matrices' lr as a multiple of the method's published lr; "
+        f"each cell: the loss with the AdamW part's lr at {rests}.",
         "",
-        f"| method | {head} | chosen lr / AdamW-part lr |",
-        "|---" * (len(cols) + 2) + "|",
+        "| method | published lr | " + " | ".join(f"{f:g}×" for f in factors) + " | chosen lr / AdamW-part lr |",
+        "|---" * (len(factors) + 3) + "|",
     ]
     order = sorted(settings["results"], key=lambda m: settings["results"][m]["val_loss"])
     for method in order:
         chosen = settings["results"][method]
-        centre = DEFAULTS[method]["lr"]
         cells = []
-        for f, r in cols:
-            point = next(
-                (
-                    p
-                    for p in settings["sweep"][method]
-                    if math.isclose(p["lr"], centre * f, rel_tol=1e-3) and p["adamw_lr"] == r
-                ),
-                None,
-            )
-            if point is None:
-                cells.append("–")
-            elif point["val_loss"] is None:
-                cells.append("diverged")
-            else:
-                text = f"{point['val_loss']:.3f}"
-                best = point["lr"] == chosen["lr"] and point["adamw_lr"] == chosen["adamw_lr"]
-                cells.append(f"**{text}**" if best else text)
+        for f in factors:
+            texts = []
+            for rest in ADAMW_LRS:
+                p = next((p for p in settings["sweep"][method] if p["factor"] == f and p["adamw_lr"] == rest), None)
+                if p is None:
+                    continue
+                text = "diverged" if p["val_loss"] is None else f"{p['val_loss']:.3f}"
+                best = p["lr"] == chosen["lr"] and p["adamw_lr"] == chosen["adamw_lr"]
+                texts.append(f"**{text}**" if best else text)
+            cells.append(" / ".join(texts) if texts else "–")
         edge = " (grid edge)" if chosen["lr_at_edge"] else ""
-        lines.append(f"| {method} | " + " | ".join(cells) + f" | {chosen['lr']:g} / {chosen['adamw_lr']:g}{edge} |")
+        lines.append(
+            f"| {method} | {DEFAULTS[method]['lr']:g} | "
+            + " | ".join(cells)
+            + f" | {chosen['lr']:g} / {chosen['adamw_lr']:g}{edge} |"
+        )
     return "\n".join(lines)
 
 
@@ -152,7 +179,7 @@ def tune_main(argv: list[str]) -> None:
         "--runs", type=Path, default=None, help="folder of the runs (default benchmarks/results/tune/PRESET)"
     )
     ap.add_argument("--settings", type=Path, default=Path("benchmarks/tuned.json"), help="the settings file written")
-    ap.add_argument("--shard", default="0/1", help="i/n: run only every n-th grid point from the i-th")
+    ap.add_argument("--shard", default="0/1", help="i/n: run only the grid points whose label hashes to i mod n")
     ap.add_argument("--select-only", action="store_true", help="run nothing; choose from the runs already there")
     ap.add_argument("--steps", type=int, default=None, help="override the preset's steps (for tests)")
     ap.add_argument("--threads", type=int, default=None)
@@ -173,24 +200,30 @@ def tune_main(argv: list[str]) -> None:
 
         preset = replace(preset, steps=args.steps, eval_every=min(preset.eval_every, args.steps))
     folder = args.runs or Path("benchmarks/results/tune") / preset.name
-    specs = [s for m in args.methods for s in grid(m)]  # checks the names before any training
-    todo = [s for i, s in enumerate(specs) if i % shards == shard and not run_file(folder, s, args.seed).is_file()]
-    if todo and not args.select_only:
+    for method in args.methods:  # checks the names before any training
+        grid(method)
+    corpus = None
+    while True:
+        chosen, sweep, missing = select(folder, args.methods, args.seed)
+        todo = [s for s in missing if shard_of(s, shards) == shard]
+        if args.select_only or not todo:
+            break
         import torch
 
         from .data import load_corpus
         from .runner import run_one, write_results
 
-        if args.threads:
-            torch.set_num_threads(args.threads)
-        corpus = load_corpus(args.data, preset.vocab, cache=args.cache, shared=args.shared)
-        print(f"tuning on {corpus.name}, seed {args.seed}, {preset.name} for {preset.steps} steps: {len(todo)} runs")
+        if corpus is None:
+            if args.threads:
+                torch.set_num_threads(args.threads)
+            corpus = load_corpus(args.data, preset.vocab, cache=args.cache, shared=args.shared)
+            print(f"tuning on {corpus.name}, seed {args.seed}, {preset.name} for {preset.steps} steps")
+        print(f"{len(todo)} runs to make: {', '.join(s.label for s in todo)}", flush=True)
         for i, spec in enumerate(todo, 1):
             run = run_one(spec, preset, corpus, args.seed, torch.device("cpu"), not args.no_progress)
             run["tuning"] = {"shard": args.shard}
             write_results(run_file(folder, spec, args.seed), [run])
             print(f"  [{i}/{len(todo)}] {spec.label:36s} val {run['final_val_loss']:.4f}", flush=True)
-    chosen, sweep, missing = select(folder, args.methods, args.seed)
     if missing:
         print(f"{len(missing)} grid runs not done yet (another shard?): settings written for the complete methods only")
     if not chosen:

@@ -9,7 +9,18 @@ pytest.importorskip("tokenizers")
 
 from rsngd.bench.cli import bench_main
 from rsngd.bench.optimizers import DEFAULTS, OptimizerSpec, load_tuned
-from rsngd.bench.tune import ADAMW_LRS, LR_FACTORS, TUNE_END, TUNE_START, grid, run_file, select, tune_main
+from rsngd.bench.tune import (
+    ADAMW_LRS,
+    LR_FACTORS,
+    MAX_EXTEND,
+    TUNE_END,
+    TUNE_START,
+    grid,
+    run_file,
+    select,
+    shard_of,
+    tune_main,
+)
 from tests.rsngd.bench.test_bench import TEXT
 
 
@@ -36,27 +47,37 @@ def args(tmp_path, *extra):
 
 def test_shards_resume_and_choose_the_lowest_loss(tmp_path, capsys):
     runs, settings = tmp_path / "runs", tmp_path / "tuned.json"
+    base = grid("adamw") + grid("muon")
     tune_main(args(tmp_path, "--shard", "0/2"))
-    assert len(list(runs.glob("*.json"))) == 6 and not settings.exists()  # half of 12: no method complete
+    made = {f.name for f in runs.glob("*.json")}
+    assert made and {run_file(runs, s, 0).name for s in base if shard_of(s, 2) == 0} <= made
+    assert not {run_file(runs, s, 0).name for s in base if shard_of(s, 2) == 1} & made
     assert "not done yet" in capsys.readouterr().out
     tune_main(args(tmp_path, "--shard", "1/2"))
+    tune_main(args(tmp_path))  # whatever the extensions still need
     files = sorted(runs.glob("*.json"))
-    assert len(files) == 12
     mtimes = [f.stat().st_mtime_ns for f in files]
     tune_main(args(tmp_path))  # resumes: nothing left to run
     assert [f.stat().st_mtime_ns for f in files] == mtimes
 
     data = json.loads(settings.read_text())
     for method in ("adamw", "muon"):
+        chosen = data["results"][method]
+        specs = grid(method, chosen["factors"])
+        assert len(specs) == 2 * len(chosen["factors"]) and set(LR_FACTORS) <= set(chosen["factors"])
         losses = {}
-        for spec in grid(method):
+        for spec in specs:
             run = json.loads(run_file(runs, spec, 0).read_text())[0]
             assert run["seed"] == 0 and run["steps"] == 2 and run["hyperparameters"]["lr"] == spec.overrides["lr"]
             losses[(spec.overrides["lr"], spec.overrides["adamw_lr"])] = run["final_val_loss"]
         best = min(losses, key=losses.get)
         assert (data["settings"][method]["lr"], data["settings"][method]["adamw_lr"]) == best
-        assert data["results"][method]["val_loss"] == losses[best]
-        assert len(data["sweep"][method]) == 6
+        assert chosen["val_loss"] == losses[best] and len(data["sweep"][method]) == len(specs)
+        lrs = sorted({lr for lr, _ in losses})
+        # Extended only while the best sat at an end; still at an end only when the extensions ran out.
+        assert chosen["lr_at_edge"] == (best[0] in (lrs[0], lrs[-1]))
+        if chosen["lr_at_edge"]:
+            assert len(chosen["factors"]) == len(LR_FACTORS) + MAX_EXTEND
     assert data["preset"] == "smoke" and data["seed"] == 0 and data["steps"] == 2
 
     doc = tmp_path / "doc.md"
@@ -64,9 +85,8 @@ def test_shards_resume_and_choose_the_lowest_loss(tmp_path, capsys):
     tune_main(args(tmp_path, "--select-only", "--markdown", str(doc)))
     rows = {line.split(" | ")[0][2:]: line for line in doc.read_text().splitlines() if line.startswith("| ")}
     for method in ("adamw", "muon"):
-        cells = rows[method].split(" | ")[1:7]
-        assert len(cells) == 6 and sum(c.startswith("**") for c in cells) == 1
-        assert f"**{data['results'][method]['val_loss']:.3f}**" in cells
+        cells = " | ".join(rows[method].split(" | ")[2:-1])
+        assert cells.count("**") == 2 and f"**{data['results'][method]['val_loss']:.3f}**" in cells
     assert "old" not in doc.read_text() and "rsngd bench tune --preset smoke" in doc.read_text()
 
     # The bench takes the tuned settings; a spec's own value still wins.
@@ -83,19 +103,38 @@ def test_shards_resume_and_choose_the_lowest_loss(tmp_path, capsys):
     assert (hp["lr"], hp["adamw_lr"]) == (data["settings"]["adamw"]["lr"], data["settings"]["adamw"]["adamw_lr"])
 
 
-def test_a_diverged_run_is_never_chosen_and_edges_are_flagged(tmp_path):
-    folder = tmp_path / "runs"
-    folder.mkdir()
-    specs = grid("adamw")
-    for i, spec in enumerate(specs):
-        loss = float("nan") if i == 0 else 5.0 - 0.1 * i
+def fake_sweep(folder, method, losses, seed=3):
+    """Run files with the given final losses, one per grid point (in grid order)."""
+    folder.mkdir(exist_ok=True)
+    for spec, loss in zip(grid(method, sorted(losses)), [v for f in sorted(losses) for v in losses[f]]):
         run = {"final_val_loss": loss, "diverged": not math.isfinite(loss)}
-        run_file(folder, spec, 3).write_text(json.dumps([run]))
-    chosen, sweep, missing = select(folder, ["adamw"], 3)
-    assert not missing and sum(p["diverged"] for p in sweep["adamw"]) == 1
-    best = specs[-1].overrides  # the lowest finite loss: the largest lr, at the grid's edge
-    assert chosen["adamw"]["lr"] == best["lr"] and chosen["adamw"]["lr_at_edge"]
-    assert chosen["adamw"]["val_loss"] == pytest.approx(4.5)
+        run_file(folder, spec, seed).write_text(json.dumps([run]))
+
+
+def test_a_diverged_run_is_never_chosen(tmp_path):
+    nan = float("nan")
+    fake_sweep(tmp_path, "adamw", {0.5: [nan, 5.0], 1.0: [4.9, 4.5], 2.0: [4.8, 4.7]})
+    chosen, sweep, todo = select(tmp_path, ["adamw"], 3)
+    assert not todo and sum(p["diverged"] for p in sweep["adamw"]) == 1
+    expected = {"lr": DEFAULTS["adamw"]["lr"], "adamw_lr": 1e-2, "val_loss": 4.5, "factors": [0.5, 1.0, 2.0]}
+    assert chosen["adamw"] == {**expected, "lr_at_edge": False}
+
+
+def test_a_best_lr_at_the_end_extends_the_grid_that_way(tmp_path):
+    fake_sweep(tmp_path, "muon", {0.5: [5.0, 5.1], 1.0: [4.9, 4.8], 2.0: [4.6, 4.7]})
+    chosen, _, todo = select(tmp_path, ["muon"], 3)
+    assert not chosen and [s.overrides for s in todo] == [
+        {"lr": 0.08, "adamw_lr": 3e-3},
+        {"lr": 0.08, "adamw_lr": 1e-2},
+    ]
+    fake_sweep(tmp_path, "muon", {0.5: [5.0, 5.1], 1.0: [4.9, 4.8], 2.0: [4.6, 4.7], 4.0: [4.5, 4.4]})
+    chosen, _, todo = select(tmp_path, ["muon"], 3)
+    assert not chosen and {s.overrides["lr"] for s in todo} == {0.16}
+    fake_sweep(tmp_path, "muon", {0.5: [5.0, 5.1], 1.0: [4.9, 4.8], 2.0: [4.6, 4.7], 4.0: [4.5, 4.4], 8.0: [4.3, 4.2]})
+    chosen, _, todo = select(tmp_path, ["muon"], 3)
+    # Two extensions and still at the end: chosen, and flagged.
+    assert not todo and chosen["muon"]["lr"] == 0.16 and chosen["muon"]["lr_at_edge"]
+    assert chosen["muon"]["factors"] == [0.5, 1.0, 2.0, 4.0, 8.0]
 
 
 def test_bad_settings_files_and_shards_are_clear_errors(tmp_path):
