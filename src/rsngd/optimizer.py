@@ -65,7 +65,7 @@ __all__ = ["RSNGD", "name_key", "tag_parameter_names"]
 
 _PROJECTIONS = ("random", "svd")
 _FISHERS = ("global", "tensor")
-_RESIDUALS = ("none", "fira", "sign")
+_RESIDUALS = ("none", "fira", "sign", "ortho")
 _NORMALIZE = ("rms", "global_rms", "none")
 _DAMPING_MODES = ("relative", "absolute")
 
@@ -111,7 +111,8 @@ class RSNGD(Optimizer):
         scale: multiplies the projected update (GaLore's α).
         residual: what to do with the part of the gradient outside the subspace:
             ``"none"`` (drop); the ablations ``"fira"`` (scaled by ‖update‖/‖core‖ with Fira's
-            norm-growth limiter) and ``"sign"`` (signSGD, as FRUGAL) are in ``rsngd.ablations``.
+            norm-growth limiter), ``"sign"`` (signSGD, as FRUGAL) and ``"ortho"`` (the residual's
+            orthogonalisation by Newton–Schulz, a stateless Muon step) are in ``rsngd.ablations``.
         residual_scale: multiplies the residual update.
         core_beta2: β₂ of a diagonal second moment of the preconditioned core (Adam's denominator inside the
             subspace, reset when the subspace is renewed; k more floats of state per tensor); 0 (the default)
@@ -412,8 +413,10 @@ class RSNGD(Optimizer):
         s = group["history"]
         if group["projection"] == "svd" and (lay.sharded or lay.groups):
             raise ValueError("projection='svd' needs whole gradients; use projection='random' with sharded parameters")
-        if group["residual"] == "fira" and (lay.sharded or lay.groups):
-            raise ValueError("residual='fira' needs whole-tensor norms; it is not supported with sharded parameters")
+        if group["residual"] in ("fira", "ortho") and (lay.sharded or lay.groups):
+            raise ValueError(
+                f"residual={group['residual']!r} needs the whole gradient; it is not supported with sharded parameters"
+            )
         if "hist" not in state:
             state["step"] = 0
             state["basis_step"] = 0
@@ -625,6 +628,8 @@ class RSNGD(Optimizer):
             residual = e.grad - project_back_local(e.core.view(cshape), e.factors, lay.offsets, lay.local_shape)
             if group["residual"] == "sign":
                 residual = ablations.sign_residual(residual)
+            elif group["residual"] == "ortho":
+                residual = ablations.ortho_residual(residual)
             else:
                 residual, norm = ablations.fira_residual(residual, e.update, e.core, e.state["residual_norm"])
                 e.state["residual_norm"].copy_(torch.where(ok, norm, e.state["residual_norm"]))

@@ -634,3 +634,30 @@ def test_core_second_moment_divides_by_adams_denominator_and_restarts_with_the_s
     assert "core_v" not in plain.state[V]
     with pytest.raises(ValueError, match="core_beta2"):
         RSNGD([torch.nn.Parameter(torch.randn(3, 3))], rank=2, core_beta2=1.0)
+
+
+def test_ortho_residual_adds_the_orthogonalised_rest_of_the_gradient(gen):
+    """residual="ortho" (an ablation setting): the plain step plus residual_scale × the polar factor of the part of
+    the gradient outside the subspace, √(rows/cols)-scaled for tall matrices; the polar factor checked against the
+    float64 SVD."""
+    from rsngd.ablations import ortho_residual, orthogonalize
+
+    for shape in [(40, 24), (24, 40)]:
+        x = torch.randn(*shape, generator=gen, dtype=torch.float64)
+        u, _, vh = torch.linalg.svd(x, full_matrices=False)
+        o = orthogonalize(x)
+        sv = torch.linalg.svdvals(o)
+        assert 0.6 < sv.min() and sv.max() < 1.25  # Newton–Schulz's band around 1
+        assert (o * (u @ vh)).sum() / (o.norm() * (u @ vh).norm()) > 0.97
+    W = torch.nn.Parameter(torch.randn(20, 12, generator=gen, dtype=torch.float64))
+    V = torch.nn.Parameter(W.detach().clone())
+    plain = RSNGD([V], lr=0.01, rank=3, history=3)
+    ortho = RSNGD([W], lr=0.01, rank=3, history=3, residual="ortho", residual_scale=0.5)
+    g = torch.randn(20, 12, generator=gen, dtype=torch.float64)
+    W.grad, V.grad = g.clone(), g.clone()
+    plain.step()
+    ortho.step()
+    factors = random_factors(W.shape, [3, 3], ortho.state[W]["seed"], dtype=torch.float64)
+    rest = g - project_back(project(g, factors), factors)
+    torch.testing.assert_close((V - W).detach() / 0.01, 0.5 * ortho_residual(rest), rtol=1e-9, atol=1e-12)
+    assert ortho_residual(rest).norm() > 0.5 * min(rest.shape) ** 0.5 * (20 / 12) ** 0.5
