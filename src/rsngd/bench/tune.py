@@ -65,7 +65,8 @@ def _point(path: Path, spec: OptimizerSpec, factor: float) -> dict[str, Any]:
     run = json.loads(path.read_text())[0]  # a one-run list, as `rsngd bench report` reads it
     loss = run["final_val_loss"]
     ok = not run.get("diverged") and math.isfinite(loss)
-    return {**spec.overrides, "factor": factor, "val_loss": loss if ok else None, "diverged": not ok}
+    point = {**spec.overrides, "factor": factor, "val_loss": loss if ok else None, "diverged": not ok}
+    return point | {"projected_state_bytes": run["projected_state_bytes"]} if "projected_state_bytes" in run else point
 
 
 def select(
@@ -105,6 +106,7 @@ def select(
                 "lr": best["lr"],
                 "adamw_lr": best["adamw_lr"],
                 "val_loss": best["val_loss"],
+                "projected_state_bytes": best.get("projected_state_bytes"),
                 "factors": sorted(factors),
                 # Still at an end after the extensions: the optimum may lie outside the grid.
                 "lr_at_edge": low or high,
@@ -166,6 +168,29 @@ def sweep_markdown(settings: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+SUMMARY_START = "<!-- tune-summary:start -->"
+SUMMARY_END = "<!-- tune-summary:end -->"
+
+
+def summary_markdown(settings: dict[str, Any]) -> str:
+    """One line per method: its best loss on the tuning run, its chosen lrs, its projected state against AdamW's."""
+    results = settings["results"]
+    ref = (results.get("adamw") or {}).get("projected_state_bytes")
+    lines = [
+        f"Tuning run (`{settings['preset']}`, {settings['steps']} steps, {settings['data']}, seed {settings['seed']}; "
+        "each method's best of its lr sweep, from `benchmarks/tuned.json`):",
+        "",
+        "| optimizer | validation loss | lr / AdamW-part lr | state of projected matrices vs AdamW |",
+        "|---|---|---|---|",
+    ]
+    for method in sorted(results, key=lambda m: results[m]["val_loss"]):
+        r = results[method]
+        state = r.get("projected_state_bytes")
+        ratio = f"{100 * state / ref:.1f} %" if state is not None and ref else "–"
+        lines.append(f"| {method} | {r['val_loss']:.3f} | {r['lr']:g} / {r['adamw_lr']:g} | {ratio} |")
+    return "\n".join(lines)
+
+
 def tune_main(argv: list[str]) -> None:
     ap = argparse.ArgumentParser(
         prog="rsngd bench tune",
@@ -187,6 +212,7 @@ def tune_main(argv: list[str]) -> None:
     ap.add_argument("--cache", type=Path, default=Path("runs/cache"))
     ap.add_argument("--no-progress", action="store_true")
     ap.add_argument("--markdown", type=Path, default=None, help="fill this file's tune section with the sweep table")
+    ap.add_argument("--summary", type=Path, default=None, help="fill this file's tune-summary section (one row each)")
     args = ap.parse_args(argv)
     match = re.fullmatch(r"(\d+)/(\d+)", args.shard)
     if not match or not int(match[1]) < int(match[2]):
@@ -254,3 +280,8 @@ def tune_main(argv: list[str]) -> None:
 
         fill_section(args.markdown, TUNE_START, TUNE_END, sweep_markdown(json.loads(args.settings.read_text())))
         print(f"filled the tune section of {args.markdown}")
+    if args.summary is not None:
+        from .report import fill_section
+
+        fill_section(args.summary, SUMMARY_START, SUMMARY_END, summary_markdown(json.loads(args.settings.read_text())))
+        print(f"filled the tune-summary section of {args.summary}")

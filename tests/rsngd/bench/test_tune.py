@@ -13,6 +13,8 @@ from rsngd.bench.tune import (
     ADAMW_LRS,
     LR_FACTORS,
     MAX_EXTEND,
+    SUMMARY_END,
+    SUMMARY_START,
     TUNE_END,
     TUNE_START,
     grid,
@@ -81,9 +83,16 @@ def test_shards_resume_and_choose_the_lowest_loss(tmp_path, capsys):
     assert data["preset"] == "smoke" and data["seed"] == 0 and data["steps"] == 2
 
     doc = tmp_path / "doc.md"
-    doc.write_text(f"intro\n{TUNE_START}\nold\n{TUNE_END}\n")
-    tune_main(args(tmp_path, "--select-only", "--markdown", str(doc)))
-    rows = {line.split(" | ")[0][2:]: line for line in doc.read_text().splitlines() if line.startswith("| ")}
+    doc.write_text(f"intro\n{TUNE_START}\nold\n{TUNE_END}\n{SUMMARY_START}\n{SUMMARY_END}\n")
+    tune_main(args(tmp_path, "--select-only", "--markdown", str(doc), "--summary", str(doc)))
+    muon = data["results"]["muon"]
+    ratio = 100 * muon["projected_state_bytes"] / data["results"]["adamw"]["projected_state_bytes"]
+    assert (
+        f"| muon | {muon['val_loss']:.3f} | {muon['lr']:g} / {muon['adamw_lr']:g} | {ratio:.1f} % |" in doc.read_text()
+    )
+    assert 45 < ratio < 55  # one momentum buffer against AdamW's two moments
+    table = doc.read_text().split(TUNE_START)[1].split(TUNE_END)[0]
+    rows = {line.split(" | ")[0][2:]: line for line in table.splitlines() if line.startswith("| ")}
     for method in ("adamw", "muon"):
         cells = " | ".join(rows[method].split(" | ")[2:-1])
         assert cells.count("**") == 2 and f"**{data['results'][method]['val_loss']:.3f}**" in cells
