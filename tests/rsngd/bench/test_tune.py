@@ -126,7 +126,7 @@ def test_a_diverged_run_is_never_chosen(tmp_path):
     chosen, sweep, todo = select(tmp_path, ["adamw"], 3)
     assert not todo and sum(p["diverged"] for p in sweep["adamw"]) == 1
     expected = {"lr": DEFAULTS["adamw"]["lr"], "adamw_lr": 1e-2, "val_loss": 4.5, "factors": [0.5, 1.0, 2.0]}
-    assert chosen["adamw"] == {**expected, "lr_at_edge": False}
+    assert chosen["adamw"] == {**expected, "lr_at_edge": False, "projected_state_bytes": None}  # none in these files
 
 
 def test_a_best_lr_at_the_end_extends_the_grid_that_way(tmp_path):
