@@ -59,7 +59,7 @@ PRESETS: dict[str, Preset] = {
             eval_every=3,
             eval_batches=2,
         ),
-        # About 7 M parameters, ~0.55 s per step: seven optimizers in about 15 minutes on 2 CPU cores.
+        # About 7 M parameters, ~0.55 s per step: nine optimizers in about 20 minutes on 2 CPU cores.
         Preset(
             "cpu",
             hidden=256,
