@@ -115,13 +115,15 @@ def select(
     return chosen, sweep, todo
 
 
-def write_settings(path: Path, chosen: dict, sweep: dict, meta: dict[str, Any]) -> None:
-    """Write the settings file; methods not chosen this time keep an earlier file's entry."""
+def write_settings(path: Path, chosen: dict, sweep: dict, meta: dict[str, Any], pending: list[str]) -> None:
+    """Write the settings file; methods not chosen this time keep an earlier file's entry. ``pending`` names the
+    methods whose sweep still lacks runs (their runs so far are in ``sweep``, nothing in ``settings``)."""
     old = json.loads(path.read_text()) if path.is_file() else {}
     settings = {**old.get("settings", {}), **{m: {"lr": c["lr"], "adamw_lr": c["adamw_lr"]} for m, c in chosen.items()}}
     results = {**old.get("results", {}), **chosen}
-    sweeps = {**old.get("sweep", {}), **{m: sweep[m] for m in chosen}}
-    data = {**meta, "settings": settings, "results": results, "sweep": sweeps}
+    sweeps = {**old.get("sweep", {}), **sweep}
+    pending = sorted(set(pending) - set(results))
+    data = {**meta, "settings": settings, "results": results, "sweep": sweeps, "pending": pending}
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(data, indent=1) + "\n")
@@ -145,9 +147,10 @@ def sweep_markdown(settings: dict[str, Any]) -> str:
         "| method | published lr | " + " | ".join(f"{f:g}×" for f in factors) + " | chosen lr / AdamW-part lr |",
         "|---" * (len(factors) + 3) + "|",
     ]
-    order = sorted(settings["results"], key=lambda m: settings["results"][m]["val_loss"])
+    results, pending = settings["results"], settings.get("pending", [])
+    order = sorted(results, key=lambda m: results[m]["val_loss"]) + pending
     for method in order:
-        chosen = settings["results"][method]
+        chosen = results.get(method, {"lr": None, "adamw_lr": None})
         cells = []
         for f in factors:
             texts = []
@@ -159,12 +162,12 @@ def sweep_markdown(settings: dict[str, Any]) -> str:
                 best = p["lr"] == chosen["lr"] and p["adamw_lr"] == chosen["adamw_lr"]
                 texts.append(f"**{text}**" if best else text)
             cells.append(" / ".join(texts) if texts else "–")
-        edge = " (grid edge)" if chosen["lr_at_edge"] else ""
-        lines.append(
-            f"| {method} | {DEFAULTS[method]['lr']:g} | "
-            + " | ".join(cells)
-            + f" | {chosen['lr']:g} / {chosen['adamw_lr']:g}{edge} |"
-        )
+        if method in results:
+            edge = " (grid edge)" if chosen["lr_at_edge"] else ""
+            choice = f"{chosen['lr']:g} / {chosen['adamw_lr']:g}{edge}"
+        else:
+            choice = "sweep not complete"
+        lines.append(f"| {method} | {DEFAULTS[method]['lr']:g} | " + " | ".join(cells) + f" | {choice} |")
     return "\n".join(lines)
 
 
@@ -188,6 +191,8 @@ def summary_markdown(settings: dict[str, Any]) -> str:
         state = r.get("projected_state_bytes")
         ratio = f"{100 * state / ref:.1f} %" if state is not None and ref else "–"
         lines.append(f"| {method} | {r['val_loss']:.3f} | {r['lr']:g} / {r['adamw_lr']:g} | {ratio} |")
+    if settings.get("pending"):
+        lines += ["", f"Sweeps not complete (runs still missing): {', '.join(settings['pending'])}."]
     return "\n".join(lines)
 
 
@@ -252,8 +257,8 @@ def tune_main(argv: list[str]) -> None:
             print(f"  [{i}/{len(todo)}] {spec.label:36s} val {run['final_val_loss']:.4f}", flush=True)
     if missing:
         print(f"{len(missing)} grid runs not done yet (another shard?): settings written for the complete methods only")
-    if not chosen:
-        print("no method has its whole grid yet; nothing written", file=sys.stderr)
+    if not chosen and not any(sweep.values()):
+        print("no grid run yet; nothing written", file=sys.stderr)
         return
     meta = {
         # The run that reproduces the choice (shards and --select-only only split or skip its work).
@@ -270,7 +275,8 @@ def tune_main(argv: list[str]) -> None:
         "adamw_lrs": list(ADAMW_LRS),
         "runs": str(folder),
     }
-    write_settings(args.settings, chosen, sweep, meta)
+    pending = sorted({s.name for s in missing})
+    write_settings(args.settings, chosen, sweep, meta, pending)
     for method, c in chosen.items():
         edge = "  (at the grid's edge)" if c["lr_at_edge"] else ""
         print(f"  {method:16s} lr {c['lr']:<8g} adamw_lr {c['adamw_lr']:<8g} val {c['val_loss']:.4f}{edge}")

@@ -55,6 +55,13 @@ def test_shards_resume_and_choose_the_lowest_loss(tmp_path, capsys):
     assert made and {run_file(runs, s, 0).name for s in base if shard_of(s, 2) == 0} <= made
     assert not {run_file(runs, s, 0).name for s in base if shard_of(s, 2) == 1} & made
     assert "not done yet" in capsys.readouterr().out
+    half = json.loads(settings.read_text())  # written for what has run: the rest is listed as pending
+    assert half["pending"] and set(half["pending"]) | set(half["settings"]) == {"adamw", "muon"}
+    assert all(len(half["sweep"][m]) < 6 for m in half["pending"])
+    doc = tmp_path / "half.md"
+    doc.write_text(f"{TUNE_START}\n{TUNE_END}\n{SUMMARY_START}\n{SUMMARY_END}\n")
+    tune_main(args(tmp_path, "--shard", "0/2", "--select-only", "--markdown", str(doc), "--summary", str(doc)))
+    assert "sweep not complete" in doc.read_text() and "Sweeps not complete (runs still missing)" in doc.read_text()
     tune_main(args(tmp_path, "--shard", "1/2"))
     tune_main(args(tmp_path))  # whatever the extensions still need
     files = sorted(runs.glob("*.json"))
@@ -80,7 +87,7 @@ def test_shards_resume_and_choose_the_lowest_loss(tmp_path, capsys):
         assert chosen["lr_at_edge"] == (best[0] in (lrs[0], lrs[-1]))
         if chosen["lr_at_edge"]:
             assert len(chosen["factors"]) == len(LR_FACTORS) + MAX_EXTEND
-    assert data["preset"] == "smoke" and data["seed"] == 0 and data["steps"] == 2
+    assert data["preset"] == "smoke" and data["seed"] == 0 and data["steps"] == 2 and data["pending"] == []
 
     doc = tmp_path / "doc.md"
     doc.write_text(f"intro\n{TUNE_START}\nold\n{TUNE_END}\n{SUMMARY_START}\n{SUMMARY_END}\n")
