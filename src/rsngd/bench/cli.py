@@ -105,6 +105,9 @@ def bench_main(argv: list[str]) -> None:
     specs = [OptimizerSpec.parse(s, tuned) for s in args.optimizers]
     if rank_zero():
         print(f"settings: {'published defaults' if not tuned else args.tuned} (a spec's own key=value first)")
+        untuned = sorted({s.name for s in specs if tuned and s.name not in tuned})
+        if untuned:
+            print(f"  not in {args.tuned}, so at their published settings: {', '.join(untuned)}")
     rank, world, device_name = init_distributed(args.device)
     device = torch.device(device_name)
     runs = load_done(args.out, preset.name, preset.steps) if args.resume else []
