@@ -178,7 +178,9 @@ SUMMARY_END = "<!-- tune-summary:end -->"
 def summary_markdown(settings: dict[str, Any]) -> str:
     """One line per method: its best loss on the tuning run, its chosen lrs, its projected state against AdamW's."""
     results = settings["results"]
-    ref = (results.get("adamw") or {}).get("projected_state_bytes")
+    # AdamW's state does not depend on its lr: any of its runs is the reference.
+    adamw = [p.get("projected_state_bytes") for p in settings["sweep"].get("adamw", [])]
+    ref = next((b for b in adamw if b), None)
     lines = [
         f"Tuning run (`{settings['preset']}`, {settings['steps']} steps, {settings['data']}, seed {settings['seed']}; "
         "each method's best of its lr sweep, from `benchmarks/tuned.json`):",
