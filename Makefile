@@ -3,7 +3,7 @@
 # make test-slow : the over-fitting and end-to-end tests (CI runs both)
 # make demo  : Document-JEPA end to end (data, pre-training, fine-tuning, evaluation, report; 13-21 min)
 # make demo-rsngd : a short optimizer example (about 1 minute)
-# make bench : the optimizer benchmark on the cpu preset (Shakespeare; about 15 minutes)
+# make bench : the optimizer benchmark on the cpu preset (Shakespeare, tuned settings; about 20 minutes)
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
