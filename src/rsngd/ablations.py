@@ -8,8 +8,6 @@ docs/rsngd.md, "Ablations"). They stay for studies; the defaults never call into
 - ``projection="svd"`` (leading singular vectors of the gradient, stored in the state:
   ``rsngd.projection.svd_factors``), against the default ``"random"`` (regenerated from a seed).
 
-- ``residual="ortho"``: the residual's polar factor U Vᵀ (Newton–Schulz, as Muon, without momentum or state),
-  scaled as Muon scales it, against the default ``"none"``;
 - ``core_beta2 > 0``: a diagonal second moment of the preconditioned core (Adam's denominator inside the
   subspace), against the default 0 (none).
 
@@ -73,27 +71,3 @@ def core_second_moment(update: Tensor, v: Tensor, t: int, beta2: float, eps: flo
     ``t`` the steps in the current subspace (≥ 1). Returns the new update and the new ``v``."""
     v = v * beta2 + (1 - beta2) * update * update
     return update / ((v / (1 - beta2 ** max(t, 1))).sqrt() + eps), v
-
-
-NS_COEFFICIENTS = (3.4445, -4.7750, 2.0315)
-"""Quintic Newton–Schulz coefficients (Muon's): 5 iterations bring every singular value into about [0.7, 1.2]."""
-
-
-def orthogonalize(x: Tensor, steps: int = 5, eps: float = 1e-7) -> Tensor:
-    """An approximation of the polar factor U Vᵀ of a matrix (or of a tensor unfolded along its first mode) by
-    quintic Newton–Schulz iterations in float32, as Muon computes it."""
-    a, b, c = NS_COEFFICIENTS
-    m = x.reshape(x.shape[0], -1).float()
-    wide = m.shape[0] <= m.shape[1]
-    m = m if wide else m.T
-    m = m / (m.norm() + eps)
-    for _ in range(steps):
-        gram = m @ m.T
-        m = a * m + (b * gram + c * gram @ gram) @ m
-    return (m if wide else m.T).reshape(x.shape).to(x.dtype)
-
-
-def ortho_residual(residual: Tensor) -> Tensor:
-    """The residual orthogonalised, scaled by √max(1, rows/cols) (Muon's shape adjustment)."""
-    rows, cols = residual.shape[0], residual[0].numel()
-    return orthogonalize(residual) * max(1.0, rows / cols) ** 0.5

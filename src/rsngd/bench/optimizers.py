@@ -38,7 +38,16 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "fira": {"lr": 1e-2, "rank": "hidden/4", "update_proj_gap": 200, "alpha": 0.25},
     "apollo": {"lr": 1e-2, "rank": "hidden/4", "update_proj_gap": 200, "scale": 1.0, "scale_type": "channel"},
     "apollo-mini": {"lr": 1e-2, "rank": 1, "update_proj_gap": 200, "scale": 128.0, "scale_type": "tensor"},
-    "rsngd": {"lr": 5e-3, "adamw_lr": 1e-2, "rank": "hidden/8", "history": 10},
+    # RS-SNGD with the residual's polar factor at Muon's size (residual_scale × lr = Muon's 0.02): it won the
+    # screen on the tuning run (docs/benchmark.md, "RS-SNGD's screen"); the subspace-only step is residual="none".
+    "rsngd": {
+        "lr": 5e-3,
+        "adamw_lr": 1e-2,
+        "rank": "hidden/8",
+        "history": 10,
+        "residual": "ortho",
+        "residual_scale": 4.0,
+    },
     "natural-galore": {
         "lr": 5e-3,
         "adamw_lr": 1e-2,

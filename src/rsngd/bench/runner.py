@@ -122,6 +122,11 @@ def run_one(
     rank = int(os.environ.get("RANK", "0"))
     if strategy == "fsdp2" and world > 1 and spec.method not in ("rsngd", "adamw"):
         raise SystemExit(f"--dist fsdp2 supports rsngd and adamw; {spec.name} does not step sharded parameters")
+    if strategy == "fsdp2" and world > 1 and spec.hyperparameters(preset.hidden).get("residual", "none") != "none":
+        raise SystemExit(
+            f"{spec.label}: the orthogonalised residual needs whole gradients, which FSDP2 shards; "
+            f"use {spec.name}:residual=none (the subspace step alone)"
+        )
     if preset.micro_batch % world:
         raise SystemExit(f"the preset's micro-batch {preset.micro_batch} must be divisible by {world} processes")
     base = build_model(preset, corpus.vocab_size, seed).to(device)
