@@ -33,6 +33,14 @@ def _key(run: dict[str, Any]) -> tuple[str, str]:
     return run["dataset"], preset["name"] + (f", {steps} steps" if steps else "")
 
 
+def _tokens(run: dict[str, Any]) -> int | None:
+    """Tokens one run trained on (None where its record lacks the preset's batch and sequence length)."""
+    preset = run["preset"]
+    if "batch" not in preset or "seq" not in preset:
+        return None
+    return run.get("steps", preset.get("steps", 0)) * preset["batch"] * preset["seq"]
+
+
 def summarize(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per (dataset, preset, optimizer) with means and standard deviations over seeds."""
     groups: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
@@ -56,6 +64,9 @@ def summarize(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "optimizer_step_max_s": max(r["optimizer_step_max_s"] for r in rs),
                 "fwd_bwd_s": statistics.fmean(r["fwd_bwd_s"] for r in rs),
                 "diverged": sum(bool(r.get("diverged")) for r in rs),
+                "tokens": _tokens(rs[0]),
+                # The corpus's training tokens (runs recorded since this field exists): how often the run saw them.
+                "train_tokens": rs[0].get("train_tokens"),
             }
         )
     for row in rows:
@@ -76,7 +87,13 @@ def markdown(rows: list[dict[str, Any]]) -> str:
         where = f"preset `{name}`" + (f", {steps}" if steps else "")
         counts = sorted({r["seeds"] for r in sub})
         seeds = f"{counts[0]} seed(s) per row" if len(counts) == 1 else "seeds per row in the last column"
-        out.append(f"**{dataset}, {where}** ({seeds}; mean ± std over seeds)\n")
+        seen = ""
+        if sub[0]["tokens"]:
+            seen = f"{sub[0]['tokens'] / 1e6:.2f} M training tokens"
+            if sub[0]["train_tokens"]:
+                seen += f" = {sub[0]['tokens'] / sub[0]['train_tokens']:.1f} passes over the training text"
+            seen += "; "
+        out.append(f"**{dataset}, {where}** ({seen}{seeds}; mean ± std over seeds)\n")
         out.append(
             "| optimizer | val loss | state of projected matrices | vs AdamW | opt step ms | fwd+bwd ms "
             "| opt/fwd+bwd | max opt step ms | seeds |"
@@ -173,10 +190,24 @@ def paired_markdown(pairs: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def _save(fig, axes, path: Path) -> Path:
+def _panels(plt, keys: list[tuple[str, str]]):
+    """One panel per setting: a row per corpus, a column per preset and horizon (a grid, not one long row)."""
+    datasets = list(dict.fromkeys(d for d, _ in keys))
+    presets = list(dict.fromkeys(p for _, p in keys))
+    fig, grid = plt.subplots(len(datasets), len(presets), figsize=(6 * len(presets), 4.5 * len(datasets)),
+                             squeeze=False)  # fmt: skip
+    axes = {(d, p): grid[i][j] for i, d in enumerate(datasets) for j, p in enumerate(presets)}
+    for key, ax in axes.items():
+        if key not in keys:
+            ax.set_axis_off()
+    return fig, {k: axes[k] for k in keys}
+
+
+def _save(fig, axes: dict, path: Path) -> Path:
     import matplotlib.pyplot as plt
 
-    axes[0][-1].legend(fontsize=7)
+    # The legend goes where the most methods are drawn.
+    max(axes.values(), key=lambda ax: len(ax.get_legend_handles_labels()[1])).legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -197,8 +228,8 @@ def plots(runs: list[dict[str, Any]], rows: list[dict[str, Any]], out_dir: Path)
     colors = {label: plt.cm.tab20(i % 20) for i, label in enumerate(labels)}
     paths = []
 
-    fig, axes = plt.subplots(1, len(keys), figsize=(6 * len(keys), 4.5), squeeze=False)
-    for ax, key in zip(axes[0], keys):
+    fig, axes = _panels(plt, keys)
+    for key, ax in axes.items():
         for label in labels:
             rs = [r for r in runs if _key(r) == key and r["optimizer"] == label and r["val_curve"]]
             if not rs:
@@ -219,8 +250,8 @@ def plots(runs: list[dict[str, Any]], rows: list[dict[str, Any]], out_dir: Path)
         ax.grid(alpha=0.3)
     paths.append(_save(fig, axes, out_dir / "loss.png"))
 
-    fig, axes = plt.subplots(1, len(keys), figsize=(6 * len(keys), 4.5), squeeze=False)
-    for ax, key in zip(axes[0], keys):
+    fig, axes = _panels(plt, keys)
+    for key, ax in axes.items():
         for r in (r for r in rows if (r["dataset"], r["preset"]) == key):
             ax.errorbar(
                 r["projected_state_bytes"] / 2**20,
@@ -240,8 +271,8 @@ def plots(runs: list[dict[str, Any]], rows: list[dict[str, Any]], out_dir: Path)
         ax.grid(alpha=0.3)
     paths.append(_save(fig, axes, out_dir / "pareto.png"))
 
-    fig, axes = plt.subplots(1, len(keys), figsize=(6 * len(keys), 4.5), squeeze=False)
-    for ax, key in zip(axes[0], keys):
+    fig, axes = _panels(plt, keys)
+    for key, ax in axes.items():
         sub = [r for r in rows if (r["dataset"], r["preset"]) == key]
         names = [r["optimizer"] for r in sub]
         fb = [1000 * r["fwd_bwd_s"] for r in sub]

@@ -188,6 +188,7 @@ def run_one(
         "preset": preset.to_dict(),
         "dataset": corpus.name,
         "dataset_note": corpus.note,
+        "train_tokens": len(corpus.train),
         "seed": seed,
         "world_size": world,
         "strategy": strategy if world > 1 else "single",

@@ -97,6 +97,7 @@ def test_smoke_runs_every_optimizer_and_writes_the_fields(tmp_path, text_file):
         assert r["optimizer_state_bytes"] > 0 and 0 < r["projected_state_bytes"] <= r["optimizer_state_bytes"]
         assert r["optimizer_step_s"] > 0 and r["fwd_bwd_s"] > 0 and r["tokens_per_s"] > 0
         assert r["peak_memory_bytes"] > 0 and r["seed"] == 0 and "lr" in r["hyperparameters"]
+        assert 0 < r["train_tokens"] < len(text_file.read_text())  # the corpus's training tokens, 90 % of it
     by_name = {r["optimizer"]: r for r in runs}
     # Same initial weights and batches: the first training loss is the same for every optimizer.
     assert len({round(r["train_curve"][0], 5) for r in runs}) == 1
@@ -199,6 +200,8 @@ def test_report_renders_table_and_plots(tmp_path):
         fake_run("rsngd", 0, 3.9, 40),
         fake_run("rsngd", 1, 3.9, 40),
     ]
+    for r in runs:  # 20 steps of 4 x 64 tokens over a 2,000-token training text: 2.56 passes
+        r.update(steps=20, preset={"name": "cpu", "batch": 4, "seq": 64, "steps": 20}, train_tokens=2000)
     path = tmp_path / "results.json"
     path.write_text(json.dumps(runs))
     readme = tmp_path / "README.md"
@@ -207,9 +210,10 @@ def test_report_renders_table_and_plots(tmp_path):
     assert "| adamw | 4.100 ± 0.141 | 0.00 MiB | 100.0% |" in body
     assert "| rsngd | 3.900 ± 0.000 |" in body and "4.0%" in body
     assert body.index("| rsngd") < body.index("| adamw")  # best loss first
+    assert "0.01 M training tokens = 2.6 passes over the training text" in body
     # Paired by seed against the best other optimizer: 3.9 − 4.0 and 3.9 − 4.2.
-    assert "| shakespeare (cpu) | adamw | 0: -0.100, 1: -0.300 | 2 / 0 | -0.200 ± 0.141 |" in body
-    assert "- shakespeare (cpu): rsngd (steps 10–20)" in body
+    assert "| shakespeare (cpu, 20 steps) | adamw | 0: -0.100, 1: -0.300 | 2 / 0 | -0.200 ± 0.141 |" in body
+    assert "- shakespeare (cpu, 20 steps): rsngd (steps 10–20)" in body
     for name in ("loss.png", "pareto.png", "time.png"):
         data = (tmp_path / "out" / name).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
@@ -224,13 +228,13 @@ def test_report_renders_table_and_plots(tmp_path):
     report([path], tmp_path / "out", summary=summary, command="rsngd bench report results.json")
     lines = summary.read_text().splitlines()
     assert lines[0] == "intro" and lines[-1] == "end" and "stale" not in summary.read_text()
-    assert "| optimizer | other (cpu) | shakespeare (cpu) | state vs AdamW |" in lines
+    assert "| optimizer | other (cpu, 20 steps) | shakespeare (cpu, 20 steps) | state vs AdamW |" in lines
     # Mean rank over the two settings: each is first on one and second on the other, so the tie keeps
     # alphabetical order. Cells are mean ± std over seeds.
     assert "| adamw | 4.100 ± 0.141 | 4.100 ± 0.141 | 100.0 % |" in lines
     assert "| rsngd | 4.500 ± 0.000 | 3.900 ± 0.000 | 4.0 % |" in lines
     # On "other" RS-SNGD's one seed (0) is above AdamW's: a loss in the paired count.
-    assert "| other (cpu) | adamw | 0: +0.500 | 0 / 1 | +0.500 ± 0.000 |" in lines
+    assert "| other (cpu, 20 steps) | adamw | 0: +0.500 | 0 / 1 | +0.500 ± 0.000 |" in lines
 
 
 def test_bench_under_torchrun_matches_one_process(tmp_path, text_file):
