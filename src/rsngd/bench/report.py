@@ -225,7 +225,8 @@ def plots(runs: list[dict[str, Any]], rows: list[dict[str, Any]], out_dir: Path)
     out_dir.mkdir(parents=True, exist_ok=True)
     keys = list(dict.fromkeys(_key(r) for r in runs))
     labels = list(dict.fromkeys(r["optimizer"] for r in runs))
-    colors = {label: plt.cm.tab20(i % 20) for i, label in enumerate(labels)}
+    palette = plt.cm.tab10 if len(labels) <= 10 else plt.cm.tab20  # tab20's neighbours are hard to tell apart
+    colors = {label: palette(i % palette.N) for i, label in enumerate(labels)}
     paths = []
 
     fig, axes = _panels(plt, keys)
