@@ -12,7 +12,11 @@ SHARED = Path("../shared/data")
 CORPORA = {
     "shakespeare": "tinyshakespeare/input.txt",
     "wikitext2": "wikitext-2",
+    "gcide": "",  # not in the shared folder: see GCIDE
 }
+GCIDE = Path("/usr/share/dictd/gcide.dict.dz")
+"""The GNU Collaborative International Dictionary of English (40 MB of text, ~9 M tokens) as Debian's dict-gcide
+package installs it: large enough that even ``cpu-long`` sees each training token less than once."""
 
 
 @dataclass
@@ -41,6 +45,12 @@ def read_corpus(spec: str, shared: Path = SHARED) -> tuple[str, str, str]:
             f"{root}: WikiText-2's training split is not available here, so train on valid.txt and evaluate on test.txt"
         )
         return _read(root / "valid.txt"), _read(root / "test.txt"), note
+    if spec == "gcide":
+        if not GCIDE.is_file():
+            raise SystemExit(f"gcide: no {GCIDE}; install it with `apt-get install dict-gcide` (Debian/Ubuntu)")
+        text = _read(GCIDE)
+        cut = int(0.9 * len(text))
+        return text[:cut], text[cut:], f"{GCIDE}: first 90 % train (entries A to Ti), last 10 % validation (Ti to Z)"
     paths = [Path(p) for p in spec.split(",")]
     text = "\n".join(_read(p) for p in paths)
     cut = int(0.9 * len(text))
@@ -80,8 +90,14 @@ def _read_jsonl(paths: list[Path]) -> str:
 
 
 def _read(path: Path) -> str:
+    """A text file's text; gzip-compressed files (``.gz``, and dictzip's ``.dz``) are decompressed."""
+    import gzip
+
     if not path.is_file():
         raise SystemExit(f"no text file at {path} (corpora are read from {SHARED}/, or pass file paths)")
+    if path.suffix in (".gz", ".dz"):
+        with gzip.open(path, "rt", encoding="utf-8", errors="replace") as f:
+            return f.read()
     return path.read_text(encoding="utf-8", errors="replace")
 
 
@@ -149,8 +165,13 @@ def load_corpus(
         cache.mkdir(parents=True, exist_ok=True)
         torch.save(ids, path.with_suffix(".tmp"))
         path.with_suffix(".tmp").replace(path)
-    name = spec if spec in CORPORA else "c4" if spec.startswith("c4:") else "files"
+    # Text files are named by their stems: "notes" for notes.txt.gz, "a+b" for a.txt,b.txt.
+    name = spec if spec in CORPORA else "c4" if spec.startswith("c4:") else "+".join(_stem(p) for p in spec.split(","))
     return Corpus(name, ids["train"], ids["val"], note, tok.get_vocab_size())
+
+
+def _stem(path: str) -> str:
+    return Path(path).name.split(".")[0] or "files"
 
 
 def _encode(tok, text: str, batch: int = 64) -> torch.Tensor:

@@ -41,6 +41,14 @@ def _tokens(run: dict[str, Any]) -> int | None:
     return run.get("steps", preset.get("steps", 0)) * preset["batch"] * preset["seq"]
 
 
+def _best(run: dict[str, Any]) -> tuple[float, float]:
+    """(step, loss) of a run's lowest validation loss (its final loss where it has no curve)."""
+    finite = [(s, v) for s, v in run.get("val_curve") or [] if math.isfinite(v)]
+    if not finite:
+        return float(run.get("steps", 0)), run["final_val_loss"]
+    return min(finite, key=lambda sv: sv[1])
+
+
 def summarize(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per (dataset, preset, optimizer) with means and standard deviations over seeds."""
     groups: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
@@ -64,6 +72,9 @@ def summarize(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "optimizer_step_max_s": max(r["optimizer_step_max_s"] for r in rs),
                 "fwd_bwd_s": statistics.fmean(r["fwd_bwd_s"] for r in rs),
                 "diverged": sum(bool(r.get("diverged")) for r in rs),
+                # Where the data repeat, the loss can rise late in a run: its lowest evaluation and the step.
+                "best_val_loss": statistics.fmean(_best(r)[1] for r in rs),
+                "best_val_step": statistics.fmean(_best(r)[0] for r in rs),
                 "tokens": _tokens(rs[0]),
                 # The corpus's training tokens (runs recorded since this field exists): how often the run saw them.
                 "train_tokens": rs[0].get("train_tokens"),
@@ -95,17 +106,18 @@ def markdown(rows: list[dict[str, Any]]) -> str:
             seen += "; "
         out.append(f"**{dataset}, {where}** ({seen}{seeds}; mean ± std over seeds)\n")
         out.append(
-            "| optimizer | val loss | state of projected matrices | vs AdamW | opt step ms | fwd+bwd ms "
-            "| opt/fwd+bwd | max opt step ms | seeds |"
+            "| optimizer | val loss | lowest val loss (step) | state of projected matrices | vs AdamW | opt step ms "
+            "| fwd+bwd ms | opt/fwd+bwd | max opt step ms | seeds |"
         )
-        out.append("|---|---|---|---|---|---|---|---|---|")
+        out.append("|---|---|---|---|---|---|---|---|---|---|")
         for r in sub:
             loss = f"{r['val_loss']:.3f}" + (f" ± {r['val_loss_std']:.3f}" if r["seeds"] > 1 else "")
             if r["diverged"]:
                 loss += f" ({r['diverged']} diverged)"
             ratio = f"{r['state_vs_adamw']:.1%}" if r["state_vs_adamw"] is not None else "–"
             out.append(
-                f"| {r['optimizer']} | {loss} | {r['projected_state_bytes'] / 2**20:.2f} MiB | {ratio} "
+                f"| {r['optimizer']} | {loss} | {r['best_val_loss']:.3f} ({r['best_val_step']:.0f}) "
+                f"| {r['projected_state_bytes'] / 2**20:.2f} MiB | {ratio} "
                 f"| {1000 * r['optimizer_step_s']:.1f} | {1000 * r['fwd_bwd_s']:.1f} "
                 f"| {r['optimizer_step_s'] / r['fwd_bwd_s']:.1%} | {1000 * r['optimizer_step_max_s']:.1f} "
                 f"| {r['seeds']} |"

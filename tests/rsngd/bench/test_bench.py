@@ -137,6 +137,31 @@ def test_wikitext_trains_on_valid_and_evaluates_on_test(tmp_path):
     assert corpus.name == "wikitext2"
 
 
+def test_compressed_files_and_gcide_are_read_and_named(tmp_path, monkeypatch):
+    import gzip
+
+    from rsngd.bench import data
+
+    packed = tmp_path / "notes.txt.gz"
+    with gzip.open(packed, "wt", encoding="utf-8") as f:
+        f.write(TEXT)
+    corpus = load_corpus(str(packed), 300, cache=tmp_path / "cache")
+    assert corpus.name == "notes"
+    (tmp_path / "plain.txt").write_text(TEXT)
+    assert torch.equal(load_corpus(str(tmp_path / "plain.txt"), 300, cache=tmp_path / "cache").train, corpus.train)
+    two = load_corpus(f"{packed},{tmp_path / 'plain.txt'}", 300, cache=tmp_path / "cache")
+    assert two.name == "notes+plain" and len(two.train) > len(corpus.train)
+
+    dictzip = tmp_path / "gcide.dict.dz"  # dictzip files are gzip files with an index in the header
+    dictzip.write_bytes(packed.read_bytes())
+    monkeypatch.setattr(data, "GCIDE", dictzip)
+    gcide = load_corpus("gcide", 300, cache=tmp_path / "cache")
+    assert gcide.name == "gcide" and torch.equal(gcide.train, corpus.train) and str(dictzip) in gcide.note
+    monkeypatch.setattr(data, "GCIDE", tmp_path / "absent.dz")
+    with pytest.raises(SystemExit, match="apt-get install dict-gcide"):
+        load_corpus("gcide", 300, cache=tmp_path / "cache")
+
+
 def test_missing_corpus_is_a_clear_error(tmp_path):
     with pytest.raises(SystemExit, match="no text file"):
         load_corpus("shakespeare", 300, cache=tmp_path, shared=tmp_path / "nowhere")
@@ -202,12 +227,14 @@ def test_report_renders_table_and_plots(tmp_path):
     ]
     for r in runs:  # 20 steps of 4 x 64 tokens over a 2,000-token training text: 2.56 passes
         r.update(steps=20, preset={"name": "cpu", "batch": 4, "seq": 64, "steps": 20}, train_tokens=2000)
+    runs[3]["val_curve"] = [[10, 3.5], [20, 3.9]]  # lowest before the end, as where the data repeat
     path = tmp_path / "results.json"
     path.write_text(json.dumps(runs))
     readme = tmp_path / "README.md"
     readme.write_text(f"# title\n\n{README_START}\nold\n{README_END}\n\ntail\n")
     body = report([path], tmp_path / "out", readme=readme, command="rsngd bench report results.json")
-    assert "| adamw | 4.100 ± 0.141 | 0.00 MiB | 100.0% |" in body
+    assert "| adamw | 4.100 ± 0.141 | 4.100 (20) | 0.00 MiB | 100.0% |" in body
+    assert "| rsngd | 3.900 ± 0.000 | 3.700 (15) |" in body  # lowest losses 3.9 (step 20) and 3.5 (step 10)
     assert "| rsngd | 3.900 ± 0.000 |" in body and "4.0%" in body
     assert body.index("| rsngd") < body.index("| adamw")  # best loss first
     assert "0.01 M training tokens = 2.6 passes over the training text" in body
