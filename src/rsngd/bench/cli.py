@@ -44,7 +44,8 @@ def bench_main(argv: list[str]) -> None:
         "--data",
         nargs="+",
         default=["shakespeare"],
-        help="corpora: shakespeare, wikitext2 (from ../shared/data), c4:FOLDER (C4 json.gz shards) or "
+        help="corpora: shakespeare, wikitext2 (from ../shared/data), gcide (apt-get install dict-gcide), "
+        "c4:FOLDER (C4 json.gz shards) or "
         "comma-separated text files",
     )
     ap.add_argument(
