@@ -49,6 +49,12 @@ def _best(run: dict[str, Any]) -> tuple[float, float]:
     return min(finite, key=lambda sv: sv[1])
 
 
+def _order(dataset: str, preset: str) -> tuple[str, str, int]:
+    """Settings in order: by corpus, then preset, then the number of steps as a number (200 before 1000)."""
+    name, _, steps = preset.partition(", ")
+    return dataset, name, int(steps.split()[0]) if steps else 0
+
+
 def summarize(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per (dataset, preset, optimizer) with means and standard deviations over seeds."""
     groups: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
@@ -85,7 +91,7 @@ def summarize(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         same = [o for o in rows if (o["dataset"], o["preset"]) == (row["dataset"], row["preset"])]
         ref = next((o for o in same if o["optimizer_name"] == "adamw"), None)
         row["state_vs_adamw"] = row["projected_state_bytes"] / ref["projected_state_bytes"] if ref else None
-    rows.sort(key=lambda r: (r["dataset"], r["preset"], r["val_loss"]))
+    rows.sort(key=lambda r: (*_order(r["dataset"], r["preset"]), r["val_loss"]))
     return rows
 
 
@@ -257,9 +263,9 @@ def plots(runs: list[dict[str, Any]], rows: list[dict[str, Any]], out_dir: Path)
             ax.fill_between(tokens, [m - d for m, d in zip(mean, std)], [m + d for m, d in zip(mean, std)],
                             color=colors[label], alpha=0.15, lw=0)  # fmt: skip
         ax.set(title=f"{key[0]} / {key[1]}", xlabel="training tokens (M)", ylabel="validation loss (mean ± std)")
-        finals = [r["final_val_loss"] for r in runs if _key(r) == key and math.isfinite(r["final_val_loss"])]
-        if finals:  # the first evaluations are far above the rest: show where the methods separate
-            ax.set_ylim(min(finals) - 0.1, min(finals) + 1.5)
+        lows = [_best(r)[1] for r in runs if _key(r) == key and math.isfinite(_best(r)[1])]
+        if lows:  # the first evaluations are far above the rest: show where the methods separate
+            ax.set_ylim(min(lows) - 0.1, min(lows) + 1.5)
         ax.grid(alpha=0.3)
     paths.append(_save(fig, axes, out_dir / "loss.png"))
 
@@ -301,7 +307,7 @@ def plots(runs: list[dict[str, Any]], rows: list[dict[str, Any]], out_dir: Path)
 def headline(rows: list[dict[str, Any]]) -> str:
     """A compact table: one row per optimizer, its mean validation loss per (corpus, preset) and its projected-matrix
     state relative to AdamW's, best first by mean rank."""
-    keys = sorted({(r["dataset"], r["preset"]) for r in rows})
+    keys = sorted({(r["dataset"], r["preset"]) for r in rows}, key=lambda k: _order(*k))
     names = sorted({r["optimizer"] for r in rows})
     cell = {(r["optimizer"], r["dataset"], r["preset"]): r for r in rows}
     rank = {
@@ -318,7 +324,11 @@ def headline(rows: list[dict[str, Any]]) -> str:
         vals = []
         for k in keys:
             r = cell.get((n, *k))
-            vals.append(f"{r['val_loss']:.3f} ± {r['val_loss_std']:.3f}" if r else "–")
+            if r is None:
+                vals.append("–")
+            else:
+                spread = f"± {r['val_loss_std']:.3f}" if r["seeds"] > 1 else "(1 seed)"
+                vals.append(f"{r['val_loss']:.3f} {spread}")
         ratio = next((r["state_vs_adamw"] for r in rows if r["optimizer"] == n and "state_vs_adamw" in r), None)
         state = f"{100 * ratio:.1f} %" if ratio is not None else "–"
         lines.append(f"| {n} | " + " | ".join(vals) + f" | {state} |")

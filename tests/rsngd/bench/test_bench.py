@@ -13,7 +13,7 @@ from rsngd.bench.cli import DEFAULT_OPTIMIZERS, RSNGD_VARIANTS, bench_main
 from rsngd.bench.data import load_corpus, train_batches, val_batches
 from rsngd.bench.optimizers import DEFAULTS, OptimizerSpec
 from rsngd.bench.presets import PRESETS
-from rsngd.bench.report import README_END, README_START, SUMMARY_END, SUMMARY_START, report
+from rsngd.bench.report import README_END, README_START, SUMMARY_END, SUMMARY_START, headline, report, summarize
 
 TEXT = "\n".join(
     f"Line {i}: the quick brown fox jumps over the lazy dog while {i * 7 % 13} owls watch the {i % 5} moons."
@@ -259,7 +259,7 @@ def test_report_renders_table_and_plots(tmp_path):
     # Mean rank over the two settings: each is first on one and second on the other, so the tie keeps
     # alphabetical order. Cells are mean ± std over seeds.
     assert "| adamw | 4.100 ± 0.141 | 4.100 ± 0.141 | 100.0 % |" in lines
-    assert "| rsngd | 4.500 ± 0.000 | 3.900 ± 0.000 | 4.0 % |" in lines
+    assert "| rsngd | 4.500 (1 seed) | 3.900 ± 0.000 | 4.0 % |" in lines
     # On "other" RS-SNGD's one seed (0) is above AdamW's: a loss in the paired count.
     assert "| other (cpu, 20 steps) | adamw | 0: +0.500 | 0 / 1 | +0.500 ± 0.000 |" in lines
 
@@ -292,6 +292,22 @@ def test_bench_under_torchrun_matches_one_process(tmp_path, text_file):
     assert two["world_size"] == 2 and two["strategy"] == strategy and one["world_size"] == 1
     assert two["train_curve"] == pytest.approx(one["train_curve"], abs=2e-4)
     assert two["final_val_loss"] == pytest.approx(one["final_val_loss"], abs=2e-4)
+
+
+def test_settings_are_ordered_by_steps_as_numbers():
+    runs = [
+        {**fake_run(name, 1, loss, 10), "preset": {"name": "cpu", "steps": steps}}
+        for steps in (1000, 200)
+        for name, loss in (("adamw", 4.0), ("rsngd", 3.0))
+    ]
+    rows = summarize(runs)
+    assert [(r["preset"], r["optimizer"]) for r in rows] == [
+        ("cpu, 200 steps", "rsngd"),
+        ("cpu, 200 steps", "adamw"),
+        ("cpu, 1000 steps", "rsngd"),
+        ("cpu, 1000 steps", "adamw"),
+    ]
+    assert "| optimizer | shakespeare (cpu, 200 steps) | shakespeare (cpu, 1000 steps) |" in headline(rows)
 
 
 def test_the_leader_changes_where_the_mean_curves_cross():
