@@ -329,7 +329,8 @@ def headline(rows: list[dict[str, Any]]) -> str:
             else:
                 spread = f"± {r['val_loss_std']:.3f}" if r["seeds"] > 1 else "(1 seed)"
                 vals.append(f"{r['val_loss']:.3f} {spread}")
-        ratio = next((r["state_vs_adamw"] for r in rows if r["optimizer"] == n and "state_vs_adamw" in r), None)
+        # From a setting that has an AdamW run (a setting without one has no ratio).
+        ratio = next((r["state_vs_adamw"] for r in rows if r["optimizer"] == n and r["state_vs_adamw"]), None)
         state = f"{100 * ratio:.1f} %" if ratio is not None else "–"
         lines.append(f"| {n} | " + " | ".join(vals) + f" | {state} |")
     return "\n".join(lines)

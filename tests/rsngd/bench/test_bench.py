@@ -308,6 +308,9 @@ def test_settings_are_ordered_by_steps_as_numbers():
         ("cpu, 1000 steps", "adamw"),
     ]
     assert "| optimizer | shakespeare (cpu, 200 steps) | shakespeare (cpu, 1000 steps) |" in headline(rows)
+    # A setting without AdamW (here a third corpus, listed first) does not hide the ratio of those with one.
+    rows = summarize([{**runs[1], "dataset": "another"}, *runs])
+    assert next(line for line in headline(rows).splitlines() if line.startswith("| rsngd")).endswith("| 100.0 % |")
 
 
 def test_the_leader_changes_where_the_mean_curves_cross():
