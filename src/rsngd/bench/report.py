@@ -6,7 +6,7 @@ import json
 import math
 import os
 import statistics
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +84,8 @@ def summarize(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "tokens": _tokens(rs[0]),
                 # The corpus's training tokens (runs recorded since this field exists): how often the run saw them.
                 "train_tokens": rs[0].get("train_tokens"),
+                # Where the runs of a setting ran: its times are comparable only within one device.
+                "devices": dict(Counter(r["device"] for r in rs)),
             }
         )
     for row in rows:
@@ -98,6 +100,7 @@ def summarize(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def markdown(rows: list[dict[str, Any]]) -> str:
     """The summary as markdown tables, one per (dataset, preset), best loss first."""
     out = []
+    mixed = len({d for r in rows for d in r.get("devices", {})}) > 1
     for dataset, preset in dict.fromkeys((r["dataset"], r["preset"]) for r in rows):
         sub = [r for r in rows if (r["dataset"], r["preset"]) == (dataset, preset)]
         name, _, steps = preset.partition(", ")
@@ -110,7 +113,13 @@ def markdown(rows: list[dict[str, Any]]) -> str:
             if sub[0]["train_tokens"]:
                 seen += f" = {sub[0]['tokens'] / sub[0]['train_tokens']:.1f} passes over the training text"
             seen += "; "
-        out.append(f"**{dataset}, {where}** ({seen}{seeds}; mean ± std over seeds)\n")
+        ran = ""
+        if mixed:  # the times of settings that ran on different devices (or thread counts) do not compare
+            ran_on: Counter[str] = Counter()
+            for r in sub:
+                ran_on.update(r.get("devices", {}))
+            ran = "; ran on " + ", ".join(f"{d} ×{n}" for d, n in sorted(ran_on.items()))
+        out.append(f"**{dataset}, {where}** ({seen}{seeds}; mean ± std over seeds{ran})\n")
         out.append(
             "| optimizer | val loss | lowest val loss (step) | state of projected matrices | vs AdamW | opt step ms "
             "| fwd+bwd ms | opt/fwd+bwd | max opt step ms | seeds |"

@@ -212,10 +212,15 @@ def run_one(
         "val_curve": [(s, round(v, 4)) for s, v in val_curve],
         "optimizer_step_curve_s": [round(v, 5) for v in opt_s],
         "wall_s": wall,
-        "device": torch.cuda.get_device_name(device) if cuda else f"cpu ({torch.get_num_threads()} threads)",
+        "device": torch.cuda.get_device_name(device) if cuda else _cpu_name(),
         "torch": torch.__version__,
         "python": platform.python_version(),
     }
+
+
+def _cpu_name() -> str:
+    n = torch.get_num_threads()
+    return f"cpu ({n} thread{'s' if n > 1 else ''})"
 
 
 def write_results(path: Path, runs: list[dict[str, Any]]) -> None:

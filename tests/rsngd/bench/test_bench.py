@@ -313,6 +313,16 @@ def test_settings_are_ordered_by_steps_as_numbers():
     assert next(line for line in headline(rows).splitlines() if line.startswith("| rsngd")).endswith("| 100.0 % |")
 
 
+def test_settings_say_where_they_ran_when_the_devices_differ():
+    from rsngd.bench.report import markdown
+
+    runs = [fake_run("adamw", s, 4.0, 10) | {"preset": {"name": "cpu", "steps": 1000}} for s in (1, 2, 3)]
+    assert "ran on" not in markdown(summarize(runs))  # one device for all: said once, below the tables
+    runs[0]["device"] = "cpu (1 thread)"
+    text = markdown(summarize(runs))
+    assert "mean ± std over seeds; ran on cpu (1 thread) ×1, cpu (2 threads) ×2)" in text
+
+
 def test_the_leader_changes_where_the_mean_curves_cross():
     from rsngd.bench.report import leaders
 
