@@ -10,6 +10,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+from .overfit import equal_train_loss_markdown
+
 README_START = "<!-- bench:start -->"
 README_END = "<!-- bench:end -->"
 SUMMARY_START = "<!-- bench-summary:start -->"
@@ -390,6 +392,17 @@ def report(
         parts += [f"**{ours} against the best baseline, seed by seed** (validation loss difference)\n",
                   paired_markdown(pairs), ""]  # fmt: skip
     parts += ["**Lowest mean validation loss along the run**\n", leaders_markdown(runs), ""]
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in runs:
+        groups[_key(r)].append(r)
+    matched = equal_train_loss_markdown(groups)
+    if matched:
+        parts += [
+            "**Validation loss at equal training loss** (settings that repeat their training text; at the lowest "
+            "training loss every run reaches, averaged over the steps since the evaluation before)\n",
+            matched,
+            "",
+        ]
     body = "\n".join([*parts, "Data: " if notes else "", *notes, f"\nDevice: {', '.join(devices)}.", ""])
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "report.md").write_text(body + "\n" + "\n".join(f"![{p.stem}]({p.name})" for p in images) + "\n")

@@ -241,6 +241,9 @@ def test_report_renders_table_and_plots(tmp_path):
     # Paired by seed against the best other optimizer: 3.9 − 4.0 and 3.9 − 4.2.
     assert "| shakespeare (cpu, 20 steps) | adamw | 0: -0.100, 1: -0.300 | 2 / 0 | -0.200 ± 0.141 |" in body
     assert "- shakespeare (cpu, 20 steps): rsngd (steps 10–20)" in body
+    # The text repeats (2.6 passes): the methods compared at the lowest training loss every run reaches (each run's
+    # one smoothed point is the mean of its two training losses, loss + 1: the highest is AdamW seed 1's 5.2).
+    assert "- shakespeare (cpu, 20 steps), at training loss 5.200: rsngd 4.200 ± 0.990 (step 10); adamw 5.100" in body
     for name in ("loss.png", "pareto.png", "time.png"):
         data = (tmp_path / "out" / name).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
