@@ -51,6 +51,12 @@ def repeats(run: dict[str, Any]) -> bool:
     return run.get("steps", preset.get("steps", 0)) * preset["batch"] * preset["seq"] > total
 
 
+def overfits(run: dict[str, Any]) -> bool:
+    """Whether a run repeated its training text and its validation loss was lowest before its last evaluation."""
+    curve = run.get("val_curve") or []
+    return repeats(run) and len(curve) > 1 and min(v for _, v in curve) < curve[-1][1]
+
+
 def equal_train_loss(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per optimizer of one setting: the mean validation loss (and step) at the lowest training loss that every run
     of the setting reaches."""
@@ -78,10 +84,10 @@ def equal_train_loss(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def equal_train_loss_markdown(groups: dict[tuple[str, str], list[dict[str, Any]]]) -> str:
-    """A table per setting whose runs repeat their training text: validation loss at equal training loss."""
+    """A line per setting where a run overfits (:func:`overfits`): validation loss at equal training loss."""
     parts = []
     for (dataset, preset), runs in groups.items():
-        if not any(map(repeats, runs)):
+        if not any(map(overfits, runs)):
             continue
         rows = equal_train_loss(runs)
         if not rows:

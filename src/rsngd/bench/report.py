@@ -398,8 +398,9 @@ def report(
     matched = equal_train_loss_markdown(groups)
     if matched:
         parts += [
-            "**Validation loss at equal training loss** (settings that repeat their training text; at the lowest "
-            "training loss every run reaches, averaged over the steps since the evaluation before)\n",
+            "**Validation loss at equal training loss** (settings whose validation loss rises again as the training "
+            "text repeats; at the lowest training loss every run reaches, averaged over the steps since the "
+            "evaluation before)\n",
             matched,
             "",
         ]

@@ -4,7 +4,14 @@ import random
 
 import pytest
 
-from rsngd.bench.overfit import equal_train_loss, equal_train_loss_markdown, repeats, smoothed_train, val_at_train_loss
+from rsngd.bench.overfit import (
+    equal_train_loss,
+    equal_train_loss_markdown,
+    overfits,
+    repeats,
+    smoothed_train,
+    val_at_train_loss,
+)
 
 
 def run(optimizer: str, seed: int, train: list[float], val: list[tuple[int, float]], train_tokens=100) -> dict:
@@ -50,8 +57,16 @@ def test_methods_are_compared_at_the_lowest_training_loss_every_run_reaches():
     assert text.startswith("- wiki (cpu, 20 steps), at training loss 2.500: fast 6.000 (step 15); slow 6.188 ± ")
 
 
-def test_only_settings_that_repeat_their_text_are_compared():
-    once = run("a", 0, [4.0] * 10, [(10, 5.0)], train_tokens=1000)  # 10 steps x 2 x 10 = 200 tokens of 1000
-    assert not repeats(once) and repeats({**once, "train_tokens": 150})
+def test_only_settings_that_overfit_repeated_text_are_compared():
+    # 20 steps x 2 x 10 = 400 tokens; the validation loss rises after step 10.
+    once = run("a", 0, [4.0] * 10 + [3.0] * 10, [(10, 5.0), (20, 5.5)], train_tokens=1000)
+    assert not repeats(once) and repeats({**once, "train_tokens": 300})
     assert not repeats({**once, "train_tokens": None})
+    assert not overfits(once) and overfits({**once, "train_tokens": 300})
+    falling = {**once, "train_tokens": 300, "val_curve": [[10, 5.5], [20, 5.0]]}
+    assert repeats(falling) and not overfits(falling)
     assert equal_train_loss_markdown({("big", "cpu"): [once]}) == ""
+    assert equal_train_loss_markdown({("small", "cpu"): [falling]}) == ""
+    assert equal_train_loss_markdown({("small", "cpu"): [{**once, "train_tokens": 300}, falling]}).startswith(
+        "- small (cpu), at training loss 3.000: a "
+    )
