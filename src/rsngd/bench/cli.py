@@ -31,6 +31,10 @@ def bench_main(argv: list[str]) -> None:
         from .tune import tune_main
 
         return tune_main(argv[1:])
+    if argv and argv[0] == "retune":
+        from .retune import retune_main
+
+        return retune_main(argv[1:])
     import torch
 
     from .data import load_corpus

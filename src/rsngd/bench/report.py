@@ -25,7 +25,40 @@ def load_runs(paths: list[Path]) -> list[dict[str, Any]]:
         runs.extend(data if isinstance(data, list) else [data])
     if not runs:
         raise SystemExit("no runs in " + ", ".join(map(str, paths)))
+    runs = label_settings(runs)
+    seen = Counter((r["optimizer"], *_key(r), r["seed"]) for r in runs)
+    twice = [
+        f"{label} on {dataset} ({preset}), seed {seed}" for (label, dataset, preset, seed), n in seen.items() if n > 1
+    ]
+    if twice:  # pooled, they would count as more seeds than were run
+        raise SystemExit("the same run more than once in " + ", ".join(map(str, paths)) + ": " + "; ".join(twice))
     return runs
+
+
+def _value(v: Any) -> str:
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def label_settings(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Runs of one spec (e.g. ``rsngd``) made with different hyperparameters (from another settings file) are not
+    pooled: each set becomes its own row, labelled with the values that tell the sets apart, e.g.
+    ``rsngd (adamw_lr=0.01)``; the spec stays under ``spec``. A spec with one set keeps its plain label."""
+    variants: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in runs:
+        hp = r.get("hyperparameters") or {}
+        if hp not in variants[r["optimizer"]]:
+            variants[r["optimizer"]].append(hp)
+    out = []
+    for r in runs:
+        sets = variants[r["optimizer"]]
+        if len(sets) == 1:
+            out.append(r)
+            continue
+        hp = r.get("hyperparameters") or {}
+        keys = sorted({k for v in sets for k in v if any(w.get(k) != v.get(k) for w in sets)})
+        suffix = ", ".join(f"{k}={_value(hp.get(k))}" for k in keys)
+        out.append({**r, "optimizer": f"{r['optimizer']} ({suffix})", "spec": r["optimizer"]})
+    return out
 
 
 def _key(run: dict[str, Any]) -> tuple[str, str]:
@@ -174,46 +207,55 @@ def paired(runs: list[dict[str, Any]], rows: list[dict[str, Any]], ours: str = "
     out = []
     for dataset, preset in dict.fromkeys((r["dataset"], r["preset"]) for r in rows):
         sub = [r for r in rows if (r["dataset"], r["preset"]) == (dataset, preset)]
-        mine = next((r for r in sub if r["optimizer"] == ours), None)
         others = [r for r in sub if not r["optimizer"].startswith(ours)]
-        if mine is None or not others:
-            continue
-        base = min(others, key=lambda r: r["val_loss"])
-        by_seed = {
-            label: {
-                r["seed"]: r["final_val_loss"] for r in runs if _key(r) == (dataset, preset) and r["optimizer"] == label
-            }
-            for label in (ours, base["optimizer"])
-        }
-        seeds = sorted(set(by_seed[ours]) & set(by_seed[base["optimizer"]]))
-        diffs = [by_seed[ours][s] - by_seed[base["optimizer"]][s] for s in seeds]
-        out.append(
-            {
-                "dataset": dataset,
-                "preset": preset,
-                "ours": ours,
-                "baseline": base["optimizer"],
-                "seeds": seeds,
-                "differences": diffs,
-                "wins": sum(d < 0 for d in diffs),
-                "losses": sum(d > 0 for d in diffs),
-                "mean_difference": statistics.fmean(diffs) if diffs else float("nan"),
-                "std_difference": statistics.stdev(diffs) if len(diffs) > 1 else 0.0,
-                "state_ratio": mine["state_vs_adamw"],
-            }
-        )
+        # ``ours`` and its runs under other settings files (``ours (adamw_lr=…)``), each paired on its own.
+        for mine in (r for r in sub if r["optimizer"] == ours or r["optimizer"].startswith(ours + " (")):
+            if others:
+                out.append(_pair(runs, dataset, preset, mine, min(others, key=lambda r: r["val_loss"])))
     return out
 
 
+def _pair(
+    runs: list[dict[str, Any]], dataset: str, preset: str, mine: dict[str, Any], base: dict[str, Any]
+) -> dict[str, Any]:
+    """One row of :func:`paired`: ``mine`` against ``base`` on the seeds both ran."""
+    labels = (mine["optimizer"], base["optimizer"])
+    by_seed = {
+        label: {
+            r["seed"]: r["final_val_loss"] for r in runs if _key(r) == (dataset, preset) and r["optimizer"] == label
+        }
+        for label in labels
+    }
+    seeds = sorted(set(by_seed[labels[0]]) & set(by_seed[labels[1]]))
+    diffs = [by_seed[labels[0]][s] - by_seed[labels[1]][s] for s in seeds]
+    return {
+        "dataset": dataset,
+        "preset": preset,
+        "ours": labels[0],
+        "baseline": labels[1],
+        "seeds": seeds,
+        "differences": diffs,
+        "wins": sum(d < 0 for d in diffs),
+        "losses": sum(d > 0 for d in diffs),
+        "mean_difference": statistics.fmean(diffs) if diffs else float("nan"),
+        "std_difference": statistics.stdev(diffs) if len(diffs) > 1 else 0.0,
+        "state_ratio": mine["state_vs_adamw"],
+    }
+
+
 def paired_markdown(pairs: list[dict[str, Any]]) -> str:
+    # Where ``ours`` ran under more than one settings file, a column says which row is which.
+    named = any(" (" in p["ours"] for p in pairs)
     lines = [
-        "| setting | best baseline | per seed (ours − baseline) | wins / losses | mean ± std |",
-        "|---|---|---|---|---|",
+        "| setting |" + (" ours |" if named else "") + " best baseline | per seed (ours − baseline) | wins / losses "
+        "| mean ± std |",
+        "|---|---|---|---|---|" + ("---|" if named else ""),
     ]
     for p in pairs:
         per = ", ".join(f"{s}: {d:+.3f}" for s, d in zip(p["seeds"], p["differences"]))
+        mine = f" {p['ours']} |" if named else ""
         lines.append(
-            f"| {p['dataset']} ({p['preset']}) | {p['baseline']} | {per} | {p['wins']} / {p['losses']} "
+            f"| {p['dataset']} ({p['preset']}) |{mine} {p['baseline']} | {per} | {p['wins']} / {p['losses']} "
             f"| {p['mean_difference']:+.3f} ± {p['std_difference']:.3f} |"
         )
     return "\n".join(lines)

@@ -267,6 +267,44 @@ def test_report_renders_table_and_plots(tmp_path):
     assert "| other (cpu, 20 steps) | adamw | 0: +0.500 | 0 / 1 | +0.500 ± 0.000 |" in lines
 
 
+def test_runs_of_one_spec_under_other_settings_are_their_own_rows(tmp_path):
+    from rsngd.bench.report import label_settings, paired, paired_markdown
+
+    def run(name, seed, loss, **hp):
+        return fake_run(name, seed, loss, 10) | {"hyperparameters": {"lr": 0.005, "adamw_lr": 0.003, **hp}}
+
+    runs = [run("adamw", s, 4.0 + s / 10) for s in (1, 2)]  # one settings set: the plain label stays
+    runs += [run("rsngd", s, 3.9) for s in (1, 2)] + [run("rsngd", s, 4.5, adamw_lr=0.01) for s in (1, 2)]
+    labelled = label_settings(runs)
+    assert [r["optimizer"] for r in labelled] == ["adamw"] * 2 + ["rsngd (adamw_lr=0.003)"] * 2 + [
+        "rsngd (adamw_lr=0.01)"
+    ] * 2
+    assert labelled[2]["spec"] == "rsngd" and runs[2]["optimizer"] == "rsngd"  # the records are not changed
+    rows = summarize(labelled)
+    assert [(r["optimizer"], round(r["val_loss"], 3)) for r in rows] == [
+        ("rsngd (adamw_lr=0.003)", 3.9),
+        ("adamw", 4.15),
+        ("rsngd (adamw_lr=0.01)", 4.5),
+    ]
+    # Each settings set of ours against the best baseline (never against the other set of ours).
+    pairs = paired(labelled, rows)
+    assert [(p["ours"], p["baseline"], p["wins"], p["losses"]) for p in pairs] == [
+        ("rsngd (adamw_lr=0.003)", "adamw", 2, 0),
+        ("rsngd (adamw_lr=0.01)", "adamw", 0, 2),
+    ]
+    text = paired_markdown(pairs)
+    assert "| setting | ours | best baseline |" in text
+    # The same run in two results files would count as two seeds: refused.
+    from rsngd.bench.report import load_runs
+
+    (tmp_path / "a.json").write_text(json.dumps(runs[:3]))
+    (tmp_path / "b.json").write_text(json.dumps(runs[1:2]))
+    with pytest.raises(SystemExit, match=r"the same run more than once.*adamw on shakespeare \(cpu\), seed 2"):
+        load_runs([tmp_path / "a.json", tmp_path / "b.json"])
+    assert len(load_runs([tmp_path / "a.json"])) == 3
+    assert "| shakespeare (cpu) | rsngd (adamw_lr=0.01) | adamw | 1: +0.400, 2: +0.300 | 0 / 2 |" in text
+
+
 def test_bench_under_torchrun_matches_one_process(tmp_path, text_file):
     """Two gloo processes with FSDP2, each half of every micro-batch: the same curves as one process (DDP is
     tested under ``docjepa pretrain``)."""

@@ -1,0 +1,67 @@
+import json
+
+import pytest
+
+from rsngd.bench.cli import bench_main
+from rsngd.bench.optimizers import OptimizerSpec, load_tuned
+from rsngd.bench.retune import retune
+
+BASE = {"rsngd": {"lr": 0.005, "adamw_lr": 0.003}, "adamw": {"lr": 0.0004, "adamw_lr": 0.01}}
+
+
+def run(name: str, loss: float, seed: int = 0, **override) -> dict:
+    spec = OptimizerSpec.parse(name, BASE)
+    hp = {**spec.hyperparameters(256), **override}
+    return {
+        "optimizer": name + "".join(f":{k}={v}" for k, v in override.items()),
+        "optimizer_name": name,
+        "hyperparameters": hp,
+        "dataset": "wn",
+        "preset": {"name": "cpu", "hidden": 256, "steps": 1000},
+        "steps": 1000,
+        "seed": seed,
+        "final_val_loss": loss,
+        "diverged": False,
+    }
+
+
+def test_each_method_keeps_its_matrix_lr_and_takes_its_best_adamw_part_lr():
+    runs = [
+        run("rsngd", 3.77),
+        run("rsngd", 3.70, adamw_lr=0.01),
+        run("adamw", 3.76),
+        run("adamw", 3.80, adamw_lr=0.003),
+        run("rsngd", 3.50, lr=0.01),  # another matrix lr: not a point of this sweep, however good
+    ]
+    chosen, setting, notes = retune(runs, BASE)
+    assert chosen["rsngd"]["adamw_lr"] == 0.01 and chosen["adamw"]["adamw_lr"] == 0.01
+    assert chosen["rsngd"]["losses"] == {"0.003": 3.77, "0.01": 3.70} and chosen["adamw"]["val_loss"] == 3.76
+    assert setting == ("wn", "cpu", 1000, 0)
+    assert notes == ["rsngd:lr=0.01 (seed 0): not the base setting but for adamw_lr; not used"]
+
+
+def test_a_method_without_every_value_is_not_retuned_and_a_diverged_run_never_wins():
+    diverged = run("adamw", float("nan"), adamw_lr=0.003) | {"diverged": True}
+    chosen, _, notes = retune([run("rsngd", 3.77), run("adamw", 9.0), diverged], BASE)
+    assert "rsngd" not in chosen and notes == ["rsngd: no run at adamw_lr=0.01; not retuned"]
+    assert chosen["adamw"]["adamw_lr"] == 0.01
+
+
+def test_runs_from_two_tuning_runs_are_refused():
+    with pytest.raises(SystemExit, match="more than one tuning run"):
+        retune([run("rsngd", 3.77), run("rsngd", 3.70, seed=1, adamw_lr=0.01)], BASE)
+
+
+def test_the_written_file_is_read_by_the_bench(tmp_path):
+    base = tmp_path / "tuned.json"
+    base.write_text(json.dumps({"settings": BASE | {"muon": {"lr": 0.02, "adamw_lr": 0.003}}}))
+    results = tmp_path / "long.json"
+    results.write_text(json.dumps([run("rsngd", 3.77), run("rsngd", 3.70, adamw_lr=0.01)]))
+    out = tmp_path / "tuned-long.json"
+    bench_main(["retune", str(results), "--base", str(base), "--settings", str(out)])
+    settings = load_tuned(out)
+    # RS-SNGD's AdamW part retuned; its matrix lr and the methods without runs as in the base file.
+    assert settings["rsngd"] == {"lr": 0.005, "adamw_lr": 0.01}
+    assert settings["muon"] == {"lr": 0.02, "adamw_lr": 0.003} and settings["adamw"] == BASE["adamw"]
+    data = json.loads(out.read_text())
+    assert (data["data"], data["steps"], data["seed"], data["base"]) == ("wn", 1000, 0, str(base))
