@@ -296,8 +296,14 @@ def plots(runs: list[dict[str, Any]], rows: list[dict[str, Any]], out_dir: Path)
     out_dir.mkdir(parents=True, exist_ok=True)
     keys = list(dict.fromkeys(_key(r) for r in runs))
     labels = list(dict.fromkeys(r["optimizer"] for r in runs))
-    palette = plt.cm.tab10 if len(labels) <= 10 else plt.cm.tab20  # tab20's neighbours are hard to tell apart
-    colors = {label: palette(i % palette.N) for i, label in enumerate(labels)}
+    # One colour per spec; its rows under other settings files (label_settings) in the same colour, dashed.
+    spec = {r["optimizer"]: r.get("spec", r["optimizer"]) for r in runs}
+    specs = list(dict.fromkeys(spec.values()))
+    palette = plt.cm.tab10 if len(specs) <= 10 else plt.cm.tab20  # tab20's neighbours are hard to tell apart
+    colors = {label: palette(specs.index(spec[label]) % palette.N) for label in labels}
+    variant = {label: [k for k in labels if spec[k] == spec[label]].index(label) for label in labels}
+    line = {label: ("-", "--", ":", "-.")[variant[label] % 4] for label in labels}
+    marker = {label: "osD^"[variant[label] % 4] for label in labels}
     paths = []
 
     fig, axes = _panels(plt, keys)
@@ -312,7 +318,7 @@ def plots(runs: list[dict[str, Any]], rows: list[dict[str, Any]], out_dir: Path)
             tokens = [s * per_step / 1e6 for s in steps]
             mean = [statistics.fmean(c[i] for c in curves) for i in range(len(steps))]
             std = [statistics.stdev(c[i] for c in curves) if len(curves) > 1 else 0.0 for i in range(len(steps))]
-            ax.plot(tokens, mean, label=label, color=colors[label], lw=1.4)
+            ax.plot(tokens, mean, label=label, color=colors[label], ls=line[label], lw=1.4)
             ax.fill_between(tokens, [m - d for m, d in zip(mean, std)], [m + d for m, d in zip(mean, std)],
                             color=colors[label], alpha=0.15, lw=0)  # fmt: skip
         ax.set(title=f"{key[0]} / {key[1]}", xlabel="training tokens (M)", ylabel="validation loss (mean ± std)")
@@ -329,7 +335,7 @@ def plots(runs: list[dict[str, Any]], rows: list[dict[str, Any]], out_dir: Path)
                 r["projected_state_bytes"] / 2**20,
                 r["val_loss"],
                 yerr=r["val_loss_std"],
-                fmt="o",
+                fmt=marker[r["optimizer"]],
                 color=colors[r["optimizer"]],
                 label=r["optimizer"],
                 capsize=3,

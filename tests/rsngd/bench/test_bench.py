@@ -302,6 +302,11 @@ def test_runs_of_one_spec_under_other_settings_are_their_own_rows(tmp_path):
     with pytest.raises(SystemExit, match=r"the same run more than once.*adamw on shakespeare \(cpu\), seed 2"):
         load_runs([tmp_path / "a.json", tmp_path / "b.json"])
     assert len(load_runs([tmp_path / "a.json"])) == 3
+    # The report and its plots (the two sets of ours in one colour, one of them dashed).
+    (tmp_path / "c.json").write_text(json.dumps(runs))
+    body = report([tmp_path / "c.json"], tmp_path / "out")
+    assert "| rsngd (adamw_lr=0.01) | 4.500 ± 0.000 |" in body and "| rsngd (adamw_lr=0.003) | 3.900" in body
+    assert (tmp_path / "out" / "loss.png").stat().st_size > 5000
     assert "| shakespeare (cpu) | rsngd (adamw_lr=0.01) | adamw | 1: +0.400, 2: +0.300 | 0 / 2 |" in text
 
 
