@@ -277,8 +277,14 @@ def _panels(plt, keys: list[tuple[str, str]]):
 def _save(fig, axes: dict, path: Path) -> Path:
     import matplotlib.pyplot as plt
 
-    # The legend goes where the most methods are drawn.
-    max(axes.values(), key=lambda ax: len(ax.get_legend_handles_labels()[1])).legend(fontsize=7)
+    # One legend of every label drawn in any panel, where the most methods are drawn.
+    handles: dict[str, Any] = {}
+    for ax in axes.values():
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, handle)
+    if handles:
+        best = max(axes.values(), key=lambda ax: len(ax.get_legend_handles_labels()[1]))
+        best.legend(list(handles.values()), list(handles), fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
