@@ -117,9 +117,22 @@ class OptimizerSpec:
 
     def hyperparameters(self, hidden: int) -> dict[str, Any]:
         hp = {**DEFAULTS[self.name], **self.tuned, **self.overrides}
-        if hp.get("rank") in ("hidden/4", "hidden/8"):
-            hp["rank"] = max(1, hidden // int(hp["rank"][-1]))
+        if hp.get("rank") in RANK_RULES:
+            hp["rank"] = RANK_RULES[hp["rank"]](hidden)
         return hp
+
+
+RANK_RULES = {"hidden/4": lambda hidden: max(1, hidden // 4), "hidden/8": lambda hidden: max(1, hidden // 8)}
+"""A rank set by the model's width: its rule → the rank at a hidden size."""
+
+
+def rank_as_rule(name: str, hp: dict[str, Any], hidden: int | None) -> dict[str, Any]:
+    """A run's recorded ``hp`` with a rank that :data:`DEFAULTS`' width rule gave written back as the rule
+    (``hidden/8``), so that one setting run on two presets of different widths reads as one setting."""
+    rule = DEFAULTS.get(name, {}).get("rank")
+    if hidden and rule in RANK_RULES and hp.get("rank") == RANK_RULES[rule](hidden):
+        return {**hp, "rank": rule}
+    return hp
 
 
 def build_optimizer(spec: OptimizerSpec, model: nn.Module, hidden: int, heads: int) -> torch.optim.Optimizer:

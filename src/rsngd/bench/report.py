@@ -10,6 +10,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+from .optimizers import rank_as_rule
 from .overfit import equal_train_loss_markdown
 
 README_START = "<!-- bench:start -->"
@@ -39,13 +40,19 @@ def _value(v: Any) -> str:
     return f"{v:g}" if isinstance(v, float) else str(v)
 
 
+def _settings(run: dict[str, Any]) -> dict[str, Any]:
+    """A run's hyperparameters, with a rank that follows the model's width (GaLore's hidden/4) as its rule."""
+    name = run.get("optimizer_name", run["optimizer"].split(":")[0])
+    return rank_as_rule(name, run.get("hyperparameters") or {}, run["preset"].get("hidden"))
+
+
 def label_settings(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Runs of one spec (e.g. ``rsngd``) made with different hyperparameters (from another settings file) are not
     pooled: each set becomes its own row, labelled with the values that tell the sets apart, e.g.
     ``rsngd (adamw_lr=0.01)``; the spec stays under ``spec``. A spec with one set keeps its plain label."""
     variants: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in runs:
-        hp = r.get("hyperparameters") or {}
+        hp = _settings(r)
         if hp not in variants[r["optimizer"]]:
             variants[r["optimizer"]].append(hp)
     out = []
@@ -54,7 +61,7 @@ def label_settings(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if len(sets) == 1:
             out.append(r)
             continue
-        hp = r.get("hyperparameters") or {}
+        hp = _settings(r)
         keys = sorted({k for v in sets for k in v if any(w.get(k) != v.get(k) for w in sets)})
         suffix = ", ".join(f"{k}={_value(hp.get(k))}" for k in keys)
         out.append({**r, "optimizer": f"{r['optimizer']} ({suffix})", "spec": r["optimizer"]})

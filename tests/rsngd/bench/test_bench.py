@@ -310,6 +310,26 @@ def test_runs_of_one_spec_under_other_settings_are_their_own_rows(tmp_path):
     assert "| shakespeare (cpu) | rsngd (adamw_lr=0.01) | adamw | 1: +0.400, 2: +0.300 | 0 / 2 |" in text
 
 
+def test_a_rank_set_by_the_width_is_one_setting_on_every_preset():
+    """RS-SNGD's rank is hidden/8: 32 on a 256-wide preset, 24 on a 192-wide one. Runs of the same settings on
+    the two presets are one setting (one label); an explicit other rank, or another lr, is not."""
+    from rsngd.bench.report import label_settings
+
+    def run(seed, hidden, rank, adamw_lr=0.01):
+        r = fake_run("rsngd", seed, 4.0, 10)
+        hp = {"lr": 0.005, "adamw_lr": adamw_lr, "rank": rank, "history": 10}
+        return r | {"preset": {"name": f"w{hidden}", "hidden": hidden}, "hyperparameters": hp}
+
+    same = [run(1, 256, 32), run(1, 192, 24)]
+    assert [r["optimizer"] for r in label_settings(same)] == ["rsngd", "rsngd"]
+    other_rank = [run(1, 256, 32), run(1, 192, 32)]  # 32 is not 192/8: a setting of its own
+    assert [r["optimizer"] for r in label_settings(other_rank)] == ["rsngd (rank=hidden/8)", "rsngd (rank=32)"]
+    other_lr = [*same, run(2, 192, 24, adamw_lr=0.003)]
+    assert [r["optimizer"] for r in label_settings(other_lr)] == ["rsngd (adamw_lr=0.01)"] * 2 + [
+        "rsngd (adamw_lr=0.003)"
+    ]
+
+
 def test_bench_under_torchrun_matches_one_process(tmp_path, text_file):
     """Two gloo processes with FSDP2, each half of every micro-batch: the same curves as one process (DDP is
     tested under ``docjepa pretrain``)."""
