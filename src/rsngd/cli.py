@@ -9,7 +9,7 @@ USAGE = """usage: rsngd COMMAND [options]
 commands:
   demo     RS-SNGD against AdamW on a small character-level transformer
   bench    the optimizer benchmark (rsngd bench --help); rsngd bench report RESULTS… for tables and plots;
-           rsngd bench tune (both lrs of every method), rsngd bench retune (the AdamW part's lr at a longer horizon)
+           rsngd bench tune (both lrs of every method), rsngd bench retune (one lr again at a longer horizon)
 """
 
 

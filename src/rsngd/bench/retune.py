@@ -1,12 +1,13 @@
-"""``rsngd bench retune``: choose the AdamW part's lr again at a longer horizon, alike for every method.
+"""``rsngd bench retune``: choose one lr again at a longer horizon, alike for every method.
 
 ``rsngd bench tune`` chooses both lrs of each method at the benchmark's shortest length (``cpu``, 200 steps). At a
-longer horizon the lr of the tensors every method gives to AdamW (embeddings, norms, LM head) may want another value
-while the matrices' lr holds. This step keeps each method's matrix lr (and everything else) from a base settings file
-and picks, per method, the AdamW-part lr with the lowest final validation loss among runs that tried each of
-:data:`rsngd.bench.tune.ADAMW_LRS` on one tuning corpus, seed and length (made with ``rsngd bench``; every method must
-have tried every value: the same budget for all). It writes a settings file that ``rsngd bench --tuned`` reads;
-methods not retuned keep the base file's settings.
+longer horizon either may want another value. This step keeps everything but one hyperparameter (``--key``) from a
+base settings file and picks, per method, the value with the lowest final validation loss among runs that tried each
+candidate on one tuning corpus, seed and length (made with ``rsngd bench``; every method must have tried every
+candidate: the same budget for all). The candidates: for ``adamw_lr`` (the tensors every method gives to AdamW:
+embeddings, norms, LM head) :data:`rsngd.bench.tune.ADAMW_LRS`; for ``lr`` (the projected matrices) the base lr times
+:data:`rsngd.bench.tune.LR_FACTORS`. It writes a settings file that ``rsngd bench --tuned`` reads; methods not
+retuned keep the base file's settings.
 """
 
 from __future__ import annotations
@@ -19,10 +20,23 @@ from pathlib import Path
 from typing import Any
 
 from .optimizers import OptimizerSpec, load_tuned
-from .tune import ADAMW_LRS
+from .tune import ADAMW_LRS, LR_FACTORS
 
-KEY = "adamw_lr"
-"""The hyperparameter chosen again (the AdamW part's lr)."""
+KEYS = ("adamw_lr", "lr")
+"""The hyperparameters that can be chosen again: the AdamW part's lr, the projected matrices' lr."""
+
+
+def candidates(key: str, base_hp: dict[str, Any]) -> tuple[float, ...]:
+    """The values of ``key`` every method must try: fixed for the AdamW part, relative to its base for the matrices."""
+    if key == "adamw_lr":
+        return tuple(ADAMW_LRS)
+    if key == "lr":
+        return tuple(base_hp["lr"] * f for f in LR_FACTORS)
+    raise SystemExit(f"cannot retune {key!r}; choose one of {', '.join(KEYS)}")
+
+
+def _match(value: float, values: tuple[float, ...]) -> float | None:
+    return next((v for v in values if math.isclose(value, v, rel_tol=1e-9)), None)
 
 
 def _setting(run: dict[str, Any]) -> tuple[str, str, int, int]:
@@ -31,63 +45,84 @@ def _setting(run: dict[str, Any]) -> tuple[str, str, int, int]:
 
 
 def retune(
-    runs: list[dict[str, Any]], base: dict[str, dict[str, Any]]
+    runs: list[dict[str, Any]], base: dict[str, dict[str, Any]], key: str = "adamw_lr"
 ) -> tuple[dict[str, Any], tuple[str, str, int, int] | None, list[str]]:
-    """(per retuned method: the chosen lr and every tried value's loss; the tuning run's corpus, preset, steps and
-    seed; messages about the runs not used).
+    """(per retuned method: the chosen value of ``key`` and every candidate's loss; the tuning run's corpus, preset,
+    steps and seed; messages about the runs not used).
 
-    A run counts for its method when its hyperparameters are the base setting's except :data:`KEY`; a diverged run
-    never wins; a method that has not tried every value of :data:`rsngd.bench.tune.ADAMW_LRS` is not retuned."""
+    A run counts for its method when its hyperparameters are the base setting's except ``key`` and its ``key`` is one
+    of :func:`candidates`; a diverged run never wins; a method that has not tried every candidate is not retuned."""
     notes: list[str] = []
     tried: dict[str, dict[float, dict[str, Any]]] = {}
+    values: dict[str, tuple[float, ...]] = {}
     for run in runs:
         name = run.get("optimizer_name", run["optimizer"].split(":")[0])
         hp = dict(run.get("hyperparameters") or {})
         want = OptimizerSpec.parse(name, base).hyperparameters(run["preset"]["hidden"])
-        if KEY not in hp or {k: v for k, v in hp.items() if k != KEY} != {k: v for k, v in want.items() if k != KEY}:
-            notes.append(f"{run['optimizer']} (seed {run['seed']}): not the base setting but for {KEY}; not used")
+        values[name] = candidates(key, want)
+        who = f"{run['optimizer']} (seed {run['seed']})"
+        if {k: v for k, v in hp.items() if k != key} != {k: v for k, v in want.items() if k != key}:
+            notes.append(f"{who}: not the base setting but for {key}; not used")
             continue
-        if hp[KEY] in tried.setdefault(name, {}):
-            raise SystemExit(f"two runs of {name} with {KEY}={hp[KEY]:g}: one tuning run per value")
-        tried[name][hp[KEY]] = run
+        value = _match(hp[key], values[name]) if key in hp else None
+        if value is None:
+            tries = ", ".join(f"{v:g}" for v in values[name])
+            notes.append(f"{who}: {key}={hp.get(key)} is none of the values to try ({tries}); not used")
+            continue
+        if value in tried.setdefault(name, {}):
+            raise SystemExit(f"two runs of {name} with {key}={value:g}: one tuning run per value")
+        tried[name][value] = run
     used = {_setting(r) for per in tried.values() for r in per.values()}
     if len(used) > 1:
         raise SystemExit("the runs come from more than one tuning run (corpus, preset, steps, seed): " + str(used))
     chosen: dict[str, Any] = {}
     for name, per in tried.items():
-        missing = [v for v in ADAMW_LRS if v not in per]
+        missing = [v for v in values[name] if v not in per]
         if missing:
-            notes.append(f"{name}: no run at {KEY}={', '.join(f'{v:g}' for v in missing)}; not retuned")
+            notes.append(f"{name}: no run at {key}={', '.join(f'{v:g}' for v in missing)}; not retuned")
             continue
-        losses = {v: per[v]["final_val_loss"] for v in ADAMW_LRS}
+        losses = {v: per[v]["final_val_loss"] for v in values[name]}
         finite = {v: loss for v, loss in losses.items() if math.isfinite(loss) and not per[v].get("diverged")}
         if not finite:
             raise SystemExit(f"every run of {name} diverged")
         best = min(finite, key=finite.get)
-        chosen[name] = {KEY: best, "val_loss": finite[best], "losses": {f"{v:g}": losses[v] for v in ADAMW_LRS}}
+        edge = len(values[name]) > 2 and best in (min(values[name]), max(values[name]))
+        chosen[name] = {
+            key: best,
+            "val_loss": finite[best],
+            "losses": {f"{v:g}": losses[v] for v in values[name]},
+            "grid_edge": edge,
+        }
     return chosen, next(iter(used), None), notes
 
 
 def retune_main(argv: list[str]) -> None:
     ap = argparse.ArgumentParser(
         prog="rsngd bench retune",
-        description="Choose the AdamW part's lr again from longer tuning runs, keeping each method's matrix lr.",
+        description="Choose one lr again from longer tuning runs, keeping each method's other settings.",
     )
     ap.add_argument("results", nargs="+", type=Path, help="results JSON of `rsngd bench` (the longer tuning runs)")
     ap.add_argument("--base", type=Path, default=Path("benchmarks/tuned.json"), help="the settings kept but for it")
     ap.add_argument("--settings", type=Path, required=True, help="the settings file written")
+    ap.add_argument(
+        "--key",
+        choices=KEYS,
+        default="adamw_lr",
+        help="adamw_lr: the AdamW part's lr, from 3e-3 and 1e-2; lr: the matrices' lr, from 0.5, 1 and 2 × the base",
+    )
     args = ap.parse_args(argv)
     from .report import load_runs
 
     base = load_tuned(args.base)
     runs = load_runs(args.results)
-    chosen, setting, notes = retune(runs, base)
+    key = args.key
+    chosen, setting, notes = retune(runs, base, key)
     for note in notes:
         print("  " + note)
     if not chosen or setting is None:
         raise SystemExit("no method has a run at every value; nothing written")
     dataset, preset, steps, seed = setting
-    command = ["rsngd", "bench", "retune", *map(str, args.results), "--base", str(args.base)]
+    command = ["rsngd", "bench", "retune", *map(str, args.results), "--base", str(args.base), "--key", key]
     data = {
         "command": shlex.join([*command, "--settings", str(args.settings)]),
         "base": str(args.base),
@@ -96,14 +131,14 @@ def retune_main(argv: list[str]) -> None:
         "steps": steps,
         "data": dataset,
         "seed": seed,
-        "retuned": KEY,
-        "adamw_lrs": list(ADAMW_LRS),
-        "settings": {**base, **{m: {**base.get(m, {}), KEY: c[KEY]} for m, c in chosen.items()}},
+        "retuned": key,
+        "settings": {**base, **{m: {**base.get(m, {}), key: c[key]} for m, c in chosen.items()}},
         "results": chosen,
     }
     args.settings.parent.mkdir(parents=True, exist_ok=True)
     args.settings.write_text(json.dumps(data, indent=1) + "\n")
     for method, c in chosen.items():
         tried = ", ".join(f"{v}: {loss:.4f}" for v, loss in c["losses"].items())
-        print(f"  {method:16s} {KEY} {c[KEY]:<8g} ({tried})")
+        edge = " (grid edge)" if c["grid_edge"] else ""
+        print(f"  {method:16s} {key} {c[key]:<8g} ({tried}){edge}")
     print(f"wrote {args.settings} ({dataset}, {preset} {steps} steps, seed {seed}; other settings from {args.base})")

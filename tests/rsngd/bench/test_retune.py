@@ -65,3 +65,37 @@ def test_the_written_file_is_read_by_the_bench(tmp_path):
     assert settings["muon"] == {"lr": 0.02, "adamw_lr": 0.003} and settings["adamw"] == BASE["adamw"]
     data = json.loads(out.read_text())
     assert (data["data"], data["steps"], data["seed"], data["base"]) == ("wn", 1000, 0, str(base))
+    assert data["retuned"] == "adamw_lr" and "--key adamw_lr" in data["command"]
+    # Then the matrix lr, from that file: the AdamW part's new lr stays.
+    results.write_text(json.dumps([run("rsngd", 3.7 + f / 10, adamw_lr=0.01, lr=f * 0.005) for f in (0.5, 1.0, 2.0)]))
+    bench_main(["retune", str(results), "--base", str(out), "--key", "lr", "--settings", str(tmp_path / "lr.json")])
+    assert load_tuned(tmp_path / "lr.json")["rsngd"] == {"lr": 0.0025, "adamw_lr": 0.01}
+
+
+def test_the_matrix_lr_is_chosen_from_half_once_and_twice_the_base():
+    """--key lr: each method's projected-matrix lr from 0.5, 1, 2 × its base value, its AdamW-part lr kept; a best
+    value at the end of the three is flagged, and a run at another lr (or another AdamW-part lr) is not used."""
+    runs = [
+        run("rsngd", 3.70),
+        run("rsngd", 3.72, lr=0.0025),
+        run("rsngd", 3.68, lr=0.01),
+        run("adamw", 3.76),
+        run("adamw", 3.74, lr=0.0002),
+        run("adamw", 3.79, lr=0.0008),
+        run("adamw", 3.50, lr=0.0012),  # not a candidate, however good
+        run("rsngd", 3.60, adamw_lr=0.01),  # another AdamW-part lr: not this sweep
+    ]
+    chosen, _, notes = retune(runs, BASE, "lr")
+    assert chosen["rsngd"]["lr"] == 0.01 and chosen["rsngd"]["grid_edge"]
+    assert chosen["adamw"]["lr"] == 0.0002 and chosen["adamw"]["losses"] == {
+        "0.0002": 3.74,
+        "0.0004": 3.76,
+        "0.0008": 3.79,
+    }
+    assert notes == [
+        "adamw:lr=0.0012 (seed 0): lr=0.0012 is none of the values to try (0.0002, 0.0004, 0.0008); not used",
+        "rsngd:adamw_lr=0.01 (seed 0): not the base setting but for lr; not used",
+    ]
+    # A middle choice is not at the edge; the written settings change only the matrix lr.
+    chosen, _, _ = retune([run("adamw", 3.7), run("adamw", 3.8, lr=0.0002), run("adamw", 3.9, lr=0.0008)], BASE, "lr")
+    assert chosen["adamw"] == {"lr": 0.0004, "val_loss": 3.7, "losses": chosen["adamw"]["losses"], "grid_edge": False}
