@@ -68,6 +68,7 @@ _FISHERS = ("global", "tensor")
 _RESIDUALS = ("none", "fira", "sign", "ortho")
 _NORMALIZE = ("rms", "global_rms", "none")
 _DAMPING_MODES = ("relative", "absolute")
+_RESIDUAL_SEED = 0x5E5  # mixed into the seed of the residual momentum's starting columns
 
 
 @dataclass
@@ -116,6 +117,10 @@ class RSNGD(Optimizer):
             ``"fira"`` (scaled by ‖update‖/‖core‖ with Fira's norm-growth limiter) and ``"sign"``
             (signSGD, as FRUGAL) are in ``rsngd.ablations``.
         residual_scale: multiplies the residual update (its lr is ``lr × residual_scale``).
+        residual_momentum: β of a momentum of the residual kept at rank ``residual_rank`` (two thin factors,
+            (m + n) · r floats per matrix; ``orthogonal.lowrank_momentum``), orthogonalised in its Nesterov form;
+            0 (the default) keeps the residual stateless. Needs ``residual="ortho"``.
+        residual_rank: r, the rank of the residual's momentum buffer.
         core_beta2: β₂ of a diagonal second moment of the preconditioned core (Adam's denominator inside the
             subspace, reset when the subspace is renewed; k more floats of state per tensor); 0 (the default)
             keeps it off. A setting under study in ``rsngd.ablations`` (docs/rsngd.md, "Ablations").
@@ -165,6 +170,8 @@ class RSNGD(Optimizer):
         scale: float = 1.0,
         residual: str = "none",
         residual_scale: float = 1.0,
+        residual_momentum: float = 0.0,
+        residual_rank: int = 4,
         core_beta2: float = 0.0,
         weight_decay: float = 0.0,
         betas: tuple[float, float] = (0.9, 0.999),
@@ -190,6 +197,8 @@ class RSNGD(Optimizer):
             scale=scale,
             residual=residual,
             residual_scale=residual_scale,
+            residual_momentum=residual_momentum,
+            residual_rank=residual_rank,
             core_beta2=core_beta2,
             weight_decay=weight_decay,
             betas=betas,
@@ -253,6 +262,15 @@ class RSNGD(Optimizer):
         integer("seed", 0)
         need(number("damping") > 0, f"damping must be > 0, got {group['damping']}")
         need(0 <= number("momentum") < 1, f"momentum must be in [0, 1), got {group['momentum']}")
+        integer("residual_rank", 1)
+        need(
+            0 <= number("residual_momentum") < 1,
+            f"residual_momentum must be in [0, 1), got {group['residual_momentum']}",
+        )
+        need(
+            group["residual_momentum"] == 0 or group["residual"] == "ortho",
+            f"residual_momentum needs residual='ortho', got residual={group['residual']!r}",
+        )
         need(0 <= number("core_beta2") < 1, f"core_beta2 must be in [0, 1), got {group['core_beta2']}")
         need(number("weight_decay") >= 0, f"weight_decay must be >= 0, got {group['weight_decay']}")
         need(number("scale") > 0, f"scale must be > 0, got {group['scale']}")
@@ -629,6 +647,8 @@ class RSNGD(Optimizer):
             cshape = core_shape(p.shape, e.factors)
             residual = e.grad - project_back_local(e.core.view(cshape), e.factors, lay.offsets, lay.local_shape)
             if group["residual"] == "ortho":
+                if group["residual_momentum"] > 0:
+                    residual = self._residual_momentum(e, residual, ok)
                 residual = orthogonal.ortho_residual(residual)
             elif group["residual"] == "sign":  # an ablation setting
                 residual = ablations.sign_residual(residual)
@@ -637,6 +657,22 @@ class RSNGD(Optimizer):
                 e.state["residual_norm"].copy_(torch.where(ok, norm, e.state["residual_norm"]))
             update = update + group["residual_scale"] * residual
         _write(local(p), update, group, ok)
+
+    def _residual_momentum(self, e: _Entry, residual: Tensor, ok: Tensor) -> Tensor:
+        """The residual's Nesterov momentum direction; its rank-r buffer is updated only where ``ok``."""
+        state, group = e.state, e.group
+        if "res_basis" not in state:
+            rows, cols = residual.shape[0], residual[0].numel()
+            r = min(group["residual_rank"], rows, cols)
+            gen = torch.Generator().manual_seed(mix_seed(group["seed"], self._seed_key(e.p), _RESIDUAL_SEED))
+            state["res_basis"] = torch.zeros(rows, r, dtype=residual.dtype, device=residual.device)
+            state["res_coef"] = torch.randn(cols, r, generator=gen).to(residual)
+        direction, basis, coef = orthogonal.lowrank_momentum(
+            residual, state["res_basis"], state["res_coef"], group["residual_momentum"]
+        )
+        state["res_basis"].copy_(torch.where(ok, basis, state["res_basis"]))
+        state["res_coef"].copy_(torch.where(ok, coef, state["res_coef"]))
+        return direction
 
     # ----------------------------------------------------------------- AdamW
     def _adamw(self, p: Tensor, group: dict[str, Any], ok: Tensor) -> None:

@@ -2,12 +2,14 @@
 
 The part of a gradient that the Tucker subspace misses is replaced by its polar factor U Vᵀ (the nearest
 orthogonal matrix, every singular value 1), computed by quintic Newton–Schulz iterations as Muon computes it, and
-scaled as Muon scales its update. It needs no state: no momentum is kept outside the subspace. Pure functions of
-tensors.
+scaled as Muon scales its update. By default it needs no state: no momentum is kept outside the subspace. With
+``residual_momentum`` a momentum of the residual is kept in low-rank form (:func:`lowrank_momentum`): two thin
+factors instead of a buffer the size of the matrix. Pure functions of tensors.
 """
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor
 
 NS_COEFFICIENTS = (3.4445, -4.7750, 2.0315)
@@ -32,3 +34,26 @@ def ortho_residual(residual: Tensor) -> Tensor:
     """The residual orthogonalised, scaled by √max(1, rows/cols) (Muon's shape adjustment)."""
     rows, cols = residual.shape[0], residual[0].numel()
     return orthogonalize(residual) * max(1.0, rows / cols) ** 0.5
+
+
+def lowrank_momentum(residual: Tensor, basis: Tensor, coef: Tensor, beta: float) -> tuple[Tensor, Tensor, Tensor]:
+    """A Nesterov momentum of the residual whose buffer is kept at rank r, as ``basis @ coef.T``.
+
+    With R the residual unfolded along its first mode (m × n), ``basis`` (m × r, orthonormal columns, or zeros before
+    the first step) and ``coef`` (n × r):
+
+    - the momentum is ``M = β · basis coefᵀ + (1 − β) R`` (Muon's EMA, whose buffer is the whole matrix);
+    - it is compressed back to rank r by one power iteration warm-started from ``coef``: ``basis' = orth(M coef)``
+      (reduced QR), ``coef' = Mᵀ basis'``, so ``basis' coef'ᵀ`` is M projected onto the r directions that the
+      iteration tracks (PowerSGD's compressor, without error feedback: what falls outside is dropped);
+    - the direction returned is Nesterov's ``(1 − β) R + β M``, to be orthogonalised.
+
+    Before the first step ``coef`` holds random Gaussian columns (the range finder's start). Returns the direction
+    (the residual's shape), the new basis and the new coefficients. (m + n) · r floats of state instead of m · n.
+    """
+    flat = residual.reshape(residual.shape[0], -1)
+    momentum = torch.lerp(flat, basis @ coef.T, beta)
+    new_basis, _ = torch.linalg.qr(momentum @ coef)
+    new_coef = momentum.T @ new_basis
+    direction = torch.lerp(flat, momentum, beta)
+    return direction.reshape(residual.shape), new_basis, new_coef

@@ -191,11 +191,14 @@ def train_steps(model, opt, batches):
         ("svd", "tensor", "fira", torch.float32),
         ("random", "tensor", "sign", torch.float32),
         ("random", "global", "fira", torch.bfloat16),
+        ("random", "global", "ortho+momentum", torch.float32),
     ],
 )
 def test_state_dict_round_trip_resumes_bit_exactly(gen, tmp_path, projection, fisher, residual, dtype):
     batches = [torch.randint(0, 64, (2, 16), generator=gen) for _ in range(10)]
     kw = dict(rank=8, history=4, update_gap=3, projection=projection, fisher=fisher, residual=residual)
+    if residual == "ortho+momentum":
+        kw.update(residual="ortho", residual_momentum=0.95, residual_rank=3)
 
     def make(model):
         return RSNGD(rsngd.param_groups(model.to(dtype), **kw), lr=3e-3)
@@ -272,10 +275,13 @@ def test_history_is_carried_into_the_new_subspace(gen, projection):
 
 
 # ---------------------------------------------------------------------------- robustness
-@pytest.mark.parametrize("fisher", ["global", "tensor"])
-def test_nan_gradient_is_skipped_and_counted(gen, fisher):
+@pytest.mark.parametrize(
+    "fisher,residual",
+    [("global", {}), ("tensor", {}), ("global", {"residual": "ortho", "residual_momentum": 0.9})],
+)
+def test_nan_gradient_is_skipped_and_counted(gen, fisher, residual):
     model = tiny_llama()
-    opt = RSNGD(rsngd.param_groups(model, rank=8, fisher=fisher), lr=1e-3)
+    opt = RSNGD(rsngd.param_groups(model, rank=8, fisher=fisher, **residual), lr=1e-3)
     x = torch.randint(0, 64, (2, 16), generator=gen)
     train_steps(model, opt, [x, x])
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
@@ -654,3 +660,52 @@ def test_ortho_residual_adds_the_orthogonalised_rest_of_the_gradient(gen):
     rest = g - project_back(project(g, factors), factors)
     torch.testing.assert_close((V - W).detach() / 0.01, 0.5 * ortho_residual(rest), rtol=1e-9, atol=1e-12)
     assert ortho_residual(rest).norm() > 0.5 * min(rest.shape) ** 0.5 * (20 / 12) ** 0.5
+
+
+def test_residual_momentum_orthogonalises_the_nesterov_momentum_of_the_residual(gen):
+    """residual_momentum at a rank that holds the whole matrix is Muon's Nesterov momentum of the residual
+    (checked in float64 against a full buffer); at a lower rank its state is two thin factors."""
+    from rsngd.orthogonal import ortho_residual
+
+    beta, lr = 0.9, 0.01
+    W = torch.nn.Parameter(torch.randn(10, 6, generator=gen, dtype=torch.float64))
+    opt = RSNGD(
+        [W], lr=lr, rank=2, history=3, update_gap=100, residual="ortho", residual_momentum=beta, residual_rank=6
+    )
+    plain = RSNGD([torch.nn.Parameter(W.detach().clone())], lr=lr, rank=2, history=3, update_gap=100)
+    (V,) = plain.param_groups[0]["params"]
+    buf = torch.zeros(10, 6, dtype=torch.float64)
+    for _ in range(4):
+        with torch.no_grad():
+            V.copy_(W)
+        g = torch.randn(10, 6, generator=gen, dtype=torch.float64)
+        W.grad, V.grad = g.clone(), g.clone()
+        before = W.detach().clone()
+        opt.step()
+        plain.step()
+        factors = random_factors(W.shape, [2, 2], opt.state[W]["seed"], dtype=torch.float64)
+        rest = g - project_back(project(g, factors), factors)
+        buf = beta * buf + (1 - beta) * rest
+        nesterov = (1 - beta) * rest + beta * buf
+        torch.testing.assert_close((V - W).detach() / lr, ortho_residual(nesterov), rtol=1e-7, atol=1e-9)
+        state = opt.state[W]
+        torch.testing.assert_close(state["res_basis"] @ state["res_coef"].T, buf, rtol=1e-9, atol=1e-12)
+        assert not torch.equal(W.detach(), before)
+
+    thin = RSNGD(
+        [torch.nn.Parameter(torch.randn(10, 6, generator=gen))],
+        rank=2,
+        residual="ortho",
+        residual_momentum=0.95,
+        residual_rank=2,
+    )
+    (X,) = thin.param_groups[0]["params"]
+    X.grad = torch.randn(10, 6, generator=gen)
+    thin.step()
+    assert thin.state[X]["res_basis"].shape == (10, 2) and thin.state[X]["res_coef"].shape == (6, 2)
+    with pytest.raises(ValueError, match="residual_momentum needs residual='ortho'"):
+        RSNGD([X], rank=2, residual_momentum=0.9)
+    with pytest.raises(ValueError, match="residual_momentum must be in"):
+        RSNGD([X], rank=2, residual="ortho", residual_momentum=1.0)
+    with pytest.raises(ValueError, match="residual_rank"):
+        RSNGD([X], rank=2, residual="ortho", residual_momentum=0.9, residual_rank=0)

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from rsngd.orthogonal import ortho_residual, orthogonalize
+from rsngd.orthogonal import lowrank_momentum, ortho_residual, orthogonalize
 
 
 @pytest.mark.parametrize("shape", [(40, 24), (24, 40), (6, 4, 5)])
@@ -32,3 +32,26 @@ def test_ortho_residual_scales_tall_matrices_as_muon():
     tall, wide = torch.randn(36, 9, generator=gen), torch.randn(9, 36, generator=gen)
     torch.testing.assert_close(ortho_residual(tall), orthogonalize(tall) * 2.0)
     torch.testing.assert_close(ortho_residual(wide), orthogonalize(wide))
+
+
+def test_lowrank_momentum_keeps_the_momentum_projected_on_its_tracked_directions():
+    """One step in float64: M = β·basis coefᵀ + (1 − β)R; the new basis is orthonormal and spans M·coef; the new
+    buffer is M projected onto it; the direction is Nesterov's (1 − β)R + βM. At full rank the buffer is M."""
+    gen = torch.Generator().manual_seed(3)
+    beta = 0.95
+    basis, _ = torch.linalg.qr(torch.randn(12, 3, generator=gen, dtype=torch.float64))
+    coef = torch.randn(8, 3, generator=gen, dtype=torch.float64)
+    r = torch.randn(12, 8, generator=gen, dtype=torch.float64)
+    direction, new_basis, new_coef = lowrank_momentum(r, basis, coef, beta)
+    m = beta * basis @ coef.T + (1 - beta) * r
+    torch.testing.assert_close(direction, (1 - beta) * r + beta * m)
+    torch.testing.assert_close(new_basis.T @ new_basis, torch.eye(3, dtype=torch.float64))
+    span = m @ coef
+    torch.testing.assert_close(new_basis @ (new_basis.T @ span), span)  # the basis spans M·coef
+    torch.testing.assert_close(new_basis @ new_coef.T, new_basis @ new_basis.T @ m)
+    assert (new_basis @ new_coef.T - m).norm() > 1e-3 * m.norm()  # rank 3 < 8: something is dropped
+
+    full_basis = torch.zeros(12, 8, dtype=torch.float64)
+    full_coef = torch.randn(8, 8, generator=gen, dtype=torch.float64)
+    _, b, c = lowrank_momentum(r, full_basis, full_coef, beta)
+    torch.testing.assert_close(b @ c.T, (1 - beta) * r)
