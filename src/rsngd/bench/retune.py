@@ -8,11 +8,17 @@ candidate: the same budget for all). The candidates: for ``adamw_lr`` (the tenso
 embeddings, norms, LM head) :data:`rsngd.bench.tune.ADAMW_LRS`; for ``lr`` (the projected matrices) the base lr times
 :data:`rsngd.bench.tune.LR_FACTORS`. It writes a settings file that ``rsngd bench --tuned`` reads; methods not
 retuned keep the base file's settings.
+
+A best value at the end of a grid of three or more is not yet bracketed. The same rule then holds for every method:
+a run one grid step beyond that end (the grid's own ratio, e.g. ``lr`` × 0.25 or × 4) is taken in, and again while
+the best sits at the new end; without such a run the choice is flagged ``grid_edge`` and a message names the value
+to run. Runs beyond an end that is not the best are not used, so no method gains from extra runs on the losing side.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import shlex
@@ -37,6 +43,49 @@ def candidates(key: str, base_hp: dict[str, Any]) -> tuple[float, ...]:
 
 def _match(value: float, values: tuple[float, ...]) -> float | None:
     return next((v for v in values if math.isclose(value, v, rel_tol=1e-9)), None)
+
+
+def _step(values: tuple[float, ...]) -> float | None:
+    """The grid's ratio between neighbouring values when it is geometric with three or more values, else None."""
+    if len(values) < 3:
+        return None
+    ratios = [b / a for a, b in itertools.pairwise(values)]
+    return ratios[0] if all(math.isclose(r, ratios[0], rel_tol=1e-9) for r in ratios) and ratios[0] > 1 else None
+
+
+def _on_lattice(value: float, values: tuple[float, ...]) -> float | None:
+    """``value`` if it is a grid value or lies whole grid steps beyond the grid's ends, else None."""
+    hit = _match(value, values)
+    step = _step(values)
+    if hit is not None or step is None or value <= 0:
+        return hit
+    k = math.log(value / values[0]) / math.log(step)
+    return value if abs(k - round(k)) < 1e-6 else None
+
+
+def _bracket(per: dict[float, dict[str, Any]], values: tuple[float, ...]) -> tuple[list[float], float | None, bool]:
+    """(values used, best, best still at an end): the grid, then one step beyond an end while the best sits there."""
+    step = _step(values)
+    used = sorted(values)
+
+    def loss(v: float) -> float:
+        return per[v]["final_val_loss"] if not per[v].get("diverged") else math.nan
+
+    while True:
+        finite = [v for v in used if math.isfinite(loss(v))]
+        if not finite:
+            return used, None, False
+        best = min(finite, key=loss)
+        if step is None:
+            return used, best, False
+        if best == used[-1] or best == used[0]:
+            beyond = best * step if best == used[-1] else best / step
+            hit = next((v for v in per if math.isclose(v, beyond, rel_tol=1e-9)), None)
+            if hit is None:
+                return used, best, True
+            used = sorted([*used, hit])
+            continue
+        return used, best, False
 
 
 def _setting(run: dict[str, Any]) -> tuple[str, str, int, int]:
@@ -64,7 +113,7 @@ def retune(
         if {k: v for k, v in hp.items() if k != key} != {k: v for k, v in want.items() if k != key}:
             notes.append(f"{who}: not the base setting but for {key}; not used")
             continue
-        value = _match(hp[key], values[name]) if key in hp else None
+        value = _on_lattice(hp[key], values[name]) if key in hp else None
         if value is None:
             tries = ", ".join(f"{v:g}" for v in values[name])
             notes.append(f"{who}: {key}={hp.get(key)} is none of the values to try ({tries}); not used")
@@ -81,16 +130,19 @@ def retune(
         if missing:
             notes.append(f"{name}: no run at {key}={', '.join(f'{v:g}' for v in missing)}; not retuned")
             continue
-        losses = {v: per[v]["final_val_loss"] for v in values[name]}
-        finite = {v: loss for v, loss in losses.items() if math.isfinite(loss) and not per[v].get("diverged")}
-        if not finite:
+        tried_values, best, edge = _bracket(per, values[name])
+        if best is None:
             raise SystemExit(f"every run of {name} diverged")
-        best = min(finite, key=finite.get)
-        edge = len(values[name]) > 2 and best in (min(values[name]), max(values[name]))
+        for v in sorted(set(per) - set(tried_values)):
+            notes.append(f"{per[v]['optimizer']} (seed {per[v]['seed']}): beyond an end that is not the best; not used")
+        if edge:
+            step = _step(values[name]) or 1.0
+            beyond = best * step if best == max(tried_values) else best / step
+            notes.append(f"{name}: the best {key}={best:g} is at the end of the values tried; run {key}={beyond:g}")
         chosen[name] = {
             key: best,
-            "val_loss": finite[best],
-            "losses": {f"{v:g}": losses[v] for v in values[name]},
+            "val_loss": per[best]["final_val_loss"],
+            "losses": {f"{v:g}": per[v]["final_val_loss"] for v in tried_values},
             "grid_edge": edge,
         }
     return chosen, next(iter(used), None), notes
@@ -108,7 +160,8 @@ def retune_main(argv: list[str]) -> None:
         "--key",
         choices=KEYS,
         default="adamw_lr",
-        help="adamw_lr: the AdamW part's lr, from 3e-3 and 1e-2; lr: the matrices' lr, from 0.5, 1 and 2 × the base",
+        help="adamw_lr: the AdamW part's lr, from 3e-3 and 1e-2; lr: the matrices' lr, from 0.5, 1 and 2 × the base "
+        "(and one step beyond an end while the best sits there, when such a run is given)",
     )
     args = ap.parse_args(argv)
     from .report import load_runs

@@ -95,7 +95,40 @@ def test_the_matrix_lr_is_chosen_from_half_once_and_twice_the_base():
     assert notes == [
         "adamw:lr=0.0012 (seed 0): lr=0.0012 is none of the values to try (0.0002, 0.0004, 0.0008); not used",
         "rsngd:adamw_lr=0.01 (seed 0): not the base setting but for lr; not used",
+        "rsngd: the best lr=0.01 is at the end of the values tried; run lr=0.02",
+        "adamw: the best lr=0.0002 is at the end of the values tried; run lr=0.0001",
     ]
     # A middle choice is not at the edge; the written settings change only the matrix lr.
     chosen, _, _ = retune([run("adamw", 3.7), run("adamw", 3.8, lr=0.0002), run("adamw", 3.9, lr=0.0008)], BASE, "lr")
     assert chosen["adamw"] == {"lr": 0.0004, "val_loss": 3.7, "losses": chosen["adamw"]["losses"], "grid_edge": False}
+
+
+def test_a_best_value_at_an_end_takes_in_runs_beyond_it_and_only_on_that_side():
+    """The same bracketing rule for every method: one grid step beyond the best end, again while it stays best; runs
+    beyond the other end are never used, and a method still lacking a grid value is not retuned."""
+    runs = [
+        run("rsngd", 3.70),
+        run("rsngd", 3.68, lr=0.0025),
+        run("rsngd", 3.74, lr=0.01),
+        run("rsngd", 3.66, lr=0.00125),  # one step below the best end: taken in, and best again
+        run("rsngd", 3.67, lr=0.000625),  # two steps below: taken in, worse, so the choice is bracketed
+        run("rsngd", 3.50, lr=0.02),  # beyond the losing end: not used, however good
+        run("adamw", 3.76),
+        run("adamw", 3.74, lr=0.0002),
+        run("adamw", 3.79, lr=0.0008),
+        run("adamw", 3.80, lr=0.0016),  # beyond the losing end only: the choice stays flagged
+    ]
+    chosen, _, notes = retune(runs, BASE, "lr")
+    assert chosen["rsngd"]["lr"] == 0.00125 and not chosen["rsngd"]["grid_edge"]
+    assert list(chosen["rsngd"]["losses"]) == ["0.000625", "0.00125", "0.0025", "0.005", "0.01"]
+    assert chosen["adamw"]["lr"] == 0.0002 and chosen["adamw"]["grid_edge"]
+    assert notes == [
+        "rsngd:lr=0.02 (seed 0): beyond an end that is not the best; not used",
+        "adamw:lr=0.0016 (seed 0): beyond an end that is not the best; not used",
+        "adamw: the best lr=0.0002 is at the end of the values tried; run lr=0.0001",
+    ]
+    # Beyond-grid runs do not stand in for a missing grid value.
+    chosen, _, notes = retune(
+        [run("adamw", 3.7), run("adamw", 3.6, lr=0.0002), run("adamw", 3.5, lr=0.0001)], BASE, "lr"
+    )
+    assert "adamw" not in chosen and notes == ["adamw: no run at lr=0.0008; not retuned"]
