@@ -121,6 +121,9 @@ class RSNGD(Optimizer):
             (m + n) · r floats per matrix; ``orthogonal.lowrank_momentum``), orthogonalised in its Nesterov form;
             0 (the default) keeps the residual stateless. Needs ``residual="ortho"``.
         residual_rank: r, the rank of the residual's momentum buffer.
+        residual_momentum_schedule: ``"constant"`` (β every step) or ``"lr"``: β · (1 − lr / peak lr), with the
+            peak the largest lr the group has had, so the residual is stateless while the lr is at its peak and
+            its momentum grows as the schedule decays it (β · 0.9 at a cosine's 10 % floor). Under study.
         core_beta2: β₂ of a diagonal second moment of the preconditioned core (Adam's denominator inside the
             subspace, reset when the subspace is renewed; k more floats of state per tensor); 0 (the default)
             keeps it off. A setting under study in ``rsngd.ablations`` (docs/rsngd.md, "Ablations").
@@ -172,6 +175,7 @@ class RSNGD(Optimizer):
         residual_scale: float = 1.0,
         residual_momentum: float = 0.0,
         residual_rank: int = 4,
+        residual_momentum_schedule: str = "constant",
         core_beta2: float = 0.0,
         weight_decay: float = 0.0,
         betas: tuple[float, float] = (0.9, 0.999),
@@ -199,6 +203,7 @@ class RSNGD(Optimizer):
             residual_scale=residual_scale,
             residual_momentum=residual_momentum,
             residual_rank=residual_rank,
+            residual_momentum_schedule=residual_momentum_schedule,
             core_beta2=core_beta2,
             weight_decay=weight_decay,
             betas=betas,
@@ -270,6 +275,10 @@ class RSNGD(Optimizer):
         need(
             group["residual_momentum"] == 0 or group["residual"] == "ortho",
             f"residual_momentum needs residual='ortho', got residual={group['residual']!r}",
+        )
+        need(
+            group["residual_momentum_schedule"] in ("constant", "lr"),
+            f"residual_momentum_schedule must be 'constant' or 'lr', got {group['residual_momentum_schedule']!r}",
         )
         need(0 <= number("core_beta2") < 1, f"core_beta2 must be in [0, 1), got {group['core_beta2']}")
         need(number("weight_decay") >= 0, f"weight_decay must be >= 0, got {group['weight_decay']}")
@@ -667,9 +676,11 @@ class RSNGD(Optimizer):
             gen = torch.Generator().manual_seed(mix_seed(group["seed"], self._seed_key(e.p), _RESIDUAL_SEED))
             state["res_basis"] = torch.zeros(rows, r, dtype=residual.dtype, device=residual.device)
             state["res_coef"] = torch.randn(cols, r, generator=gen).to(residual)
-        direction, basis, coef = orthogonal.lowrank_momentum(
-            residual, state["res_basis"], state["res_coef"], group["residual_momentum"]
-        )
+        beta = group["residual_momentum"]
+        if group["residual_momentum_schedule"] == "lr":
+            state["res_lr_peak"] = max(state.get("res_lr_peak", 0.0), float(group["lr"]))
+            beta *= 1.0 - float(group["lr"]) / state["res_lr_peak"] if state["res_lr_peak"] > 0 else 0.0
+        direction, basis, coef = orthogonal.lowrank_momentum(residual, state["res_basis"], state["res_coef"], beta)
         state["res_basis"].copy_(torch.where(ok, basis, state["res_basis"]))
         state["res_coef"].copy_(torch.where(ok, coef, state["res_coef"]))
         return direction

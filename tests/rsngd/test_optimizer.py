@@ -709,3 +709,39 @@ def test_residual_momentum_orthogonalises_the_nesterov_momentum_of_the_residual(
         RSNGD([X], rank=2, residual="ortho", residual_momentum=1.0)
     with pytest.raises(ValueError, match="residual_rank"):
         RSNGD([X], rank=2, residual="ortho", residual_momentum=0.9, residual_rank=0)
+
+
+def test_residual_momentum_on_the_lr_schedule_grows_as_the_lr_falls_below_its_peak(gen):
+    """residual_momentum_schedule="lr": the step's β is β · (1 − lr / the largest lr so far), so the residual is
+    stateless at the peak (and while the lr climbs) and gains its momentum as the lr decays (float64, full buffer)."""
+    from rsngd.orthogonal import ortho_residual
+
+    beta = 0.9
+    W = torch.nn.Parameter(torch.randn(10, 6, generator=gen, dtype=torch.float64))
+    kw = dict(rank=2, history=3, update_gap=100)
+    opt = RSNGD([W], residual="ortho", residual_momentum=beta, residual_rank=6, residual_momentum_schedule="lr", **kw)
+    plain = RSNGD([torch.nn.Parameter(W.detach().clone())], **kw)
+    (V,) = plain.param_groups[0]["params"]
+    buf = torch.zeros(10, 6, dtype=torch.float64)
+    peak = 0.0
+    for lr in (0.005, 0.01, 0.01, 0.006, 0.002, 0.008):  # a warm-up, the peak, a decay and a rise below the peak
+        for o in (opt, plain):
+            o.param_groups[0]["lr"] = lr
+        with torch.no_grad():
+            V.copy_(W)
+        g = torch.randn(10, 6, generator=gen, dtype=torch.float64)
+        W.grad, V.grad = g.clone(), g.clone()
+        opt.step()
+        plain.step()
+        peak = max(peak, lr)
+        b = beta * (1 - lr / peak)
+        factors = random_factors(W.shape, [2, 2], opt.state[W]["seed"], dtype=torch.float64)
+        rest = g - project_back(project(g, factors), factors)
+        buf = b * buf + (1 - b) * rest
+        nesterov = (1 - b) * rest + b * buf
+        torch.testing.assert_close((V - W).detach() / lr, ortho_residual(nesterov), rtol=1e-7, atol=1e-9)
+        if b == 0:  # at the peak the direction is the residual itself, as without a momentum
+            torch.testing.assert_close(nesterov, rest)
+    assert opt.state[W]["res_lr_peak"] == 0.01
+    with pytest.raises(ValueError, match="residual_momentum_schedule must be"):
+        RSNGD([W], rank=2, residual="ortho", residual_momentum=0.9, residual_momentum_schedule="cosine")
