@@ -6,7 +6,12 @@ import argparse
 import os
 import shlex
 import sys
+from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .presets import Preset
 
 # The headline lineup (about 20 minutes on the cpu preset); RS-SNGD variants are added by spec.
 DEFAULT_OPTIMIZERS = [
@@ -71,6 +76,13 @@ def bench_main(argv: list[str]) -> None:
     )
     ap.add_argument("--seeds", nargs="+", type=int, default=[0])
     ap.add_argument("--steps", type=int, default=None, help="override the preset's number of steps")
+    ap.add_argument(
+        "--batch",
+        type=int,
+        default=None,
+        help="override the preset's sequences per step (a multiple of its micro-batch, or smaller); the runs are "
+        "then named PRESET-bN, and evaluations keep the preset's tokens between them",
+    )
     ap.add_argument("--out", type=Path, default=Path("runs/bench/results.json"))
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads")
@@ -97,14 +109,16 @@ def bench_main(argv: list[str]) -> None:
         ap.error(f"--out: cannot write to {args.out.parent}")
     if args.steps is not None and args.steps < 1:
         ap.error(f"--steps must be at least 1, got {args.steps}")
+    if args.batch is not None and args.batch < 1:
+        ap.error(f"--batch must be at least 1, got {args.batch}")
     if args.threads is not None and args.threads < 1:
         ap.error(f"--threads must be at least 1, got {args.threads}")
     if args.threads:
         torch.set_num_threads(args.threads)
     preset = get_preset(args.preset)
+    if args.batch and args.batch != preset.batch:
+        preset = with_batch(preset, args.batch, ap)
     if args.steps:
-        from dataclasses import replace
-
         preset = replace(preset, steps=args.steps, eval_every=min(preset.eval_every, args.steps))
     tuned = load_tuned(args.tuned)
     specs = [OptimizerSpec.parse(s, tuned) for s in args.optimizers]
@@ -144,6 +158,20 @@ def bench_main(argv: list[str]) -> None:
                 )
     if rank == 0:
         print(f"wrote {len(runs)} runs to {args.out}")
+
+
+def with_batch(preset: Preset, batch: int, ap: argparse.ArgumentParser) -> Preset:
+    """``preset`` at ``batch`` sequences per step, named ``NAME-bN``; the same windows in the same order
+    (micro-batches of the preset's size, accumulated), evaluated every as many tokens as the preset is."""
+    if batch > preset.micro_batch and batch % preset.micro_batch:
+        ap.error(f"--batch {batch} must be a multiple of the preset's micro-batch {preset.micro_batch} (or smaller)")
+    return replace(
+        preset,
+        name=f"{preset.name}-b{batch}",
+        batch=batch,
+        micro_batch=min(preset.micro_batch, batch),
+        eval_every=max(1, preset.eval_every * preset.batch // batch),
+    )
 
 
 def load_done(out: Path, preset: str, steps: int) -> list[dict]:

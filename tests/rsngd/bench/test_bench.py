@@ -455,3 +455,22 @@ def test_fsdp2_refuses_the_orthogonalised_residual_with_a_way_out(monkeypatch):
     spec = OptimizerSpec.parse("rsngd")  # the benchmark's setting: residual="ortho"
     with pytest.raises(SystemExit, match="rsngd:residual=none"):
         run_one(spec, get_preset("smoke"), None, 0, torch.device("cpu"), False, "fsdp2")
+
+
+def test_batch_override_accumulates_the_same_windows(tmp_path, text_file):
+    """--batch 8 on smoke (micro-batch 4): each step accumulates the windows that two steps of the preset's batch 4
+    see, the runs are named smoke-b8 and evaluated every as many tokens as the preset's."""
+    common = ["--preset", "smoke", "--data", str(text_file), "--cache", str(tmp_path / "cache"), "--no-progress",
+              "--tuned", "none", "--optimizers", "adamw:lr=0", "--seeds", "3"]  # fmt: skip
+    bench_main([*common, "--steps", "4", "--out", str(tmp_path / "b4.json")])
+    bench_main([*common, "--steps", "2", "--batch", "8", "--out", str(tmp_path / "b8.json")])
+    (small,), (big,) = (json.loads((tmp_path / f).read_text()) for f in ("b4.json", "b8.json"))
+    assert big["preset"]["name"] == "smoke-b8" and big["preset"]["batch"] == 8 and big["preset"]["micro_batch"] == 4
+    assert small["preset"]["name"] == "smoke" and big["steps"] == 2 and big["preset"]["eval_every"] == 1
+    # At lr 0 the weights never move, so a batch-8 step's loss is the mean of two batch-4 steps' losses.
+    pairs = [sum(small["train_curve"][i : i + 2]) / 2 for i in (0, 2)]
+    assert big["train_curve"] == pytest.approx(pairs, rel=1e-5)
+    assert len(set(small["train_curve"])) == 4  # four different windows, not one repeated
+    assert big["final_val_loss"] == pytest.approx(small["final_val_loss"], rel=1e-6)
+    with pytest.raises(SystemExit):
+        bench_main([*common, "--batch", "6", "--out", str(tmp_path / "b6.json")])
