@@ -142,7 +142,7 @@ def report(paths: list[Path], markdown: list[Path]) -> str:
             f"{same['ok']} / {same['conflict_409']} |"
         )
     table = "\n".join(lines)
-    from rsngd.bench.report import fill_section
+    from docsections import fill_section
 
     for md in markdown:
         fill_section(md, START, END, table)
@@ -170,14 +170,14 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
 
     from docjepa.apps.engine import store
-    from docjepa.apps.engine.cli import iter_input_pages
     from docjepa.apps.engine.db import Database
+    from docjepa.data.importer import iter_pages
 
     tmp = Path(tempfile.mkdtemp(prefix="engine-bench-"))
     url = args.db or f"sqlite:///{tmp / 'engine.db'}"
     db = Database(url)
     db.migrate()
-    store.add_pages(db, list(iter_input_pages([args.data], 150, "eng", args.pages, False)))
+    store.add_pages(db, list(iter_pages([args.data], 150, "eng", args.pages, False)))
     names = [f"a{i}" for i in range(args.threads)]
     for name in names:
         store.add_user(db, name, "annotator", PASSWORD)

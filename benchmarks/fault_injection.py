@@ -62,7 +62,7 @@ def train_argv(data: Path, tok: Path, out: Path, steps: int) -> list[str]:
         *CLI,
         "pretrain",
         "--config",
-        "configs/pretrain/tiny.yaml",
+        "pretrain/tiny",
         "--out",
         str(out),
         "--no-progress",

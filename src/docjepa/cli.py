@@ -360,7 +360,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="pre-train the encoders (I-JEPA, MLM, MIM, D-JEPA)",
         epilog="Any config field can be overridden as --key.sub=value, e.g. --run.steps=50.",
     )
-    p.add_argument("--config", type=Path, default=None, help="YAML file (configs/pretrain/*.yaml)")
+    p.add_argument(
+        "--config", type=Path, default=None, help="YAML file, or a packaged config: pretrain/tiny, pretrain/base"
+    )
     p.add_argument("--out", type=Path, required=True, help="run folder (checkpoints, metrics, TensorBoard)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     p.add_argument("--no-progress", action="store_true")
@@ -369,21 +371,21 @@ def build_parser() -> argparse.ArgumentParser:
         (
             "pretrain-clip",
             "CLIP-style pre-training of the question tower on document regions",
-            "configs/clip/tiny.yaml",
+            "clip/tiny",
         ),
-        ("finetune", "fine-tune promptable segmentation (question → mask)", "configs/finetune/tiny.yaml"),
+        ("finetune", "fine-tune promptable segmentation (question → mask)", "finetune/tiny"),
         (
             "text-encoder",
             "text-encoder chain: LLM → LLM2Vec (MNTP, SimCSE) → distilled BERT → MLM, and its evaluation "
             "(choose stages with --stages=distill,mlm,eval)",
-            "configs/text_encoder/tiny.yaml",
+            "text_encoder/tiny",
         ),
     ):
         example = "--teacher.run.steps=50" if kind == "text-encoder" else "--run.steps=50"
         f = sub.add_parser(
             kind, help=helptext, epilog=f"Any config field can be overridden as --key.sub=value, e.g. {example}."
         )
-        f.add_argument("--config", type=Path, default=None, help=f"YAML file (e.g. {default})")
+        f.add_argument("--config", type=Path, default=None, help=f"YAML file, or a packaged config (e.g. {default})")
         f.add_argument("--out", type=Path, required=True, help="run folder (checkpoints, metrics, TensorBoard)")
         f.add_argument("--resume", action="store_true", help="continue the run(s) in --out from the last checkpoint")
         f.add_argument("--no-progress", action="store_true")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
+from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -108,15 +109,34 @@ def merge(base: dict, extra: dict) -> dict:
     return out
 
 
+def packaged_configs() -> list[str]:
+    """Names of the configs that ship with docjepa (``pretrain/tiny``, ``finetune/tiny``, …)."""
+    root = resources.files("docjepa") / "configs"
+    return sorted(
+        f"{d.name}/{f.name[:-5]}" for d in root.iterdir() if d.is_dir() for f in d.iterdir() if f.name.endswith(".yaml")
+    )
+
+
+def read_config_text(path: str | Path) -> str:
+    """The text of a config: a YAML file on disk, else a config packaged with docjepa, named ``finetune/tiny`` (or
+    ``configs/finetune/tiny.yaml``) wherever the command runs."""
+    path = Path(path)
+    if path.is_file():
+        return path.read_text()
+    name = path.as_posix().removeprefix("configs/").removesuffix(".yaml")
+    packaged = resources.files("docjepa") / "configs" / f"{name}.yaml"
+    if name and not name.startswith("/") and ".." not in name and packaged.is_file():
+        return packaged.read_text()
+    raise FileNotFoundError(f"config file {path} not found (packaged configs: {', '.join(packaged_configs())})")
+
+
 def load_config(cls: type[T], path: str | Path | None, overrides: list[str] = ()) -> T:
-    """Load ``cls`` from a YAML file (or its defaults when ``path`` is None) plus overrides."""
+    """Load ``cls`` from a YAML file or a packaged config (its defaults when ``path`` is None) plus overrides."""
     data: dict = {}
     if path is not None:
-        path = Path(path)
-        if not path.is_file():
-            raise FileNotFoundError(f"config file {path} not found")
+        text = read_config_text(path)
         try:
-            data = yaml.safe_load(path.read_text()) or {}
+            data = yaml.safe_load(text) or {}
         except yaml.YAMLError as err:
             where = getattr(err, "problem_mark", None)
             line = f" (line {where.line + 1}, column {where.column + 1})" if where is not None else ""

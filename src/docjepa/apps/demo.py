@@ -136,7 +136,7 @@ def run_demo(cfg: DemoConfig, out: Path, progress: bool = True) -> dict:
     t = time.perf_counter()
     pre_cfg = load_config(
         PretrainConfig,
-        "configs/pretrain/tiny.yaml" if Path("configs").is_dir() else None,
+        "pretrain/tiny",
         [*common, f"--run.steps={cfg.pretrain_steps}", "--run.checkpoint_every=50"],
     )
     _stage("pretrain", out / "pretrain", cfg.pretrain_steps, pretrain, pre_cfg, progress)
@@ -160,7 +160,7 @@ def run_demo(cfg: DemoConfig, out: Path, progress: bool = True) -> dict:
     t = time.perf_counter()
     ft_cfg = load_config(
         FinetuneConfig,
-        "configs/finetune/tiny.yaml" if Path("configs").is_dir() else None,
+        "finetune/tiny",
         [
             *common,
             f"--model.init={out / 'pretrain'}",

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from ..data.importer import ImportSummary, OCRUnavailable, import_image, import_pdf
+from ..data.importer import OCRUnavailable, read_file
 from ..data.record import Page
 from ..errors import UsageError
 from ..predictor import SNAP_AGREEMENT, DocumentPredictor, Prediction
@@ -18,14 +18,13 @@ def load_page(
     image: Path | None = None, pdf: Path | None = None, page: int = 1, dpi: int = 150, lang: str = "eng"
 ) -> Page:
     """One page with its words: a PDF's text layer (OCR when it has none) or OCR of an image."""
-    summary = ImportSummary()
     path = pdf if pdf is not None else image
     if path is None:
         raise UsageError("give an image or a PDF")
     if not path.is_file():
         raise FileNotFoundError(f"no {'PDF' if pdf is not None else 'image'} at {path}")
     try:
-        pages = import_pdf(path, dpi, summary, lang) if pdf is not None else import_image(path, summary, lang)
+        pages = read_file(path, dpi, lang, kind="pdf" if pdf is not None else "image")
     except OCRUnavailable:
         raise
     except Exception as err:  # corrupt, encrypted, not an image: the library's reason, on one line

@@ -423,7 +423,7 @@ def _fmt(v: float | None) -> str:
 def report(real_json: Path, targets: list[Path], command: str = "", summaries: list[Path] = ()) -> str:
     """The markdown of a ``real.json`` into the ``real-bench`` section of each target file, and its one-row-per-model
     summary into the ``real-summary`` section of each of ``summaries``."""
-    from rsngd.bench.report import fill_section
+    from docsections import fill_section
 
     result = json.loads(Path(real_json).read_text())
     text = markdown(result, command)

@@ -138,7 +138,7 @@ def write_markdown(paths: list[Path], targets: list[Path], command: str = "") ->
     demo results in ``paths`` (each labelled by its file name); returns the table."""
     import json
 
-    from rsngd.bench.report import fill_section
+    from docsections import fill_section
 
     runs = [(Path(p).stem, json.loads(Path(p).read_text())) for p in paths]
     table = markdown_table(runs)

@@ -314,6 +314,69 @@ def import_image(path: Path, summary: ImportSummary, lang: str, doc_id: str | No
     return pages
 
 
+def read_file(
+    path: Path,
+    dpi: int = 150,
+    lang: str = "eng",
+    doc_id: str | None = None,
+    summary: ImportSummary | None = None,
+    kind: str | None = None,
+    structure: bool = False,
+    max_pages: int | None = None,
+) -> list[Page]:
+    """Every page of a PDF or an image with its words: the PDF's text layer (OCR where a page has none), or OCR of
+    the image's frames. ``kind`` ("pdf" or "image") overrides the file's suffix; ``structure`` and ``max_pages`` are
+    :func:`import_pdf`'s. The one reader of a user's file: import, the engine's registration and uploads, predict."""
+    summary = summary if summary is not None else ImportSummary()
+    suffix = path.suffix.lower()
+    kind = kind or ("pdf" if suffix in PDF_SUFFIXES else "image" if suffix in IMAGE_SUFFIXES else None)
+    if kind == "pdf":
+        return import_pdf(path, dpi, summary, lang, doc_id, structure, max_pages)
+    if kind == "image":
+        return import_image(path, summary, lang, doc_id)
+    raise ValueError(f"unsupported file type {suffix or '(none)'}")
+
+
+def iter_pages(paths: list[Path], dpi: int = 150, lang: str = "eng", limit: int | None = None, progress: bool = True):
+    """Pages of shard folders (with their questions), then of every PDF and image given or below a folder given
+    (text layer or OCR, no questions); at most ``limit``. A file or record that cannot be read is skipped with a
+    warning naming it."""
+    from tqdm.auto import tqdm
+
+    from .shards import DocumentDataset, RecordError
+
+    count, files = 0, []
+    for path in paths:
+        if not path.exists():
+            raise FileNotFoundError(f"no such file or folder: {path}")
+        if path.is_dir() and shard_paths(path):
+            ds = DocumentDataset(path)
+            for i in tqdm(range(len(ds)), desc=f"pages of {path}", disable=not progress):
+                if limit is not None and count >= limit:
+                    return
+                try:
+                    page = ds[i]
+                except RecordError as err:
+                    log.warning("skipped: %s", err)
+                    continue
+                count += 1
+                yield page
+        else:
+            files += find_inputs([path])
+    summary = ImportSummary()
+    for path, doc_id in tqdm(files, desc="files", disable=not progress or not files):
+        try:
+            pages = read_file(path, dpi, lang, doc_id, summary)
+        except Exception as err:
+            log.warning("skipped %s: %s: %s", path_text(path), type(err).__name__, err)
+            continue
+        for page in pages:
+            if limit is not None and count >= limit:
+                return
+            count += 1
+            yield page
+
+
 def attach_questions(pages: list[Page], spec: dict, stems: dict[str, str] | None = None) -> None:
     """Questions from a JSON spec (checked by :func:`load_questions`):
     ``{doc_id: {page: [{"question", "qtype"?, "answers": [[x0, y0, x1, y1], …]}]}}``.
@@ -378,16 +441,10 @@ def import_paths(
                 seen.add(doc_id)
                 if not path.is_file():
                     raise FileNotFoundError("no such file")
-                suffix = path.suffix.lower()
                 if exclude and file_digest(path) in exclude:
                     summary.excluded += 1
                     continue
-                if suffix in PDF_SUFFIXES:
-                    pages = import_pdf(path, dpi, summary, lang, doc_id, structure, max_pages)
-                elif suffix in IMAGE_SUFFIXES:
-                    pages = import_image(path, summary, lang, doc_id)
-                else:
-                    raise ValueError(f"unsupported file type {suffix or '(none)'}")
+                pages = read_file(path, dpi, lang, doc_id, summary, structure=structure, max_pages=max_pages)
             except Exception as err:
                 reason = f"{type(err).__name__}: {err}".strip()
                 log.warning("skipped %s (%s)", path_text(path), reason)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import Tensor, nn
 
@@ -85,11 +83,3 @@ def patchify(pixels: Tensor, patch: int) -> Tensor:
     b, c, h, w = pixels.shape
     x = pixels.reshape(b, c, h // patch, patch, w // patch, patch)
     return x.permute(0, 2, 4, 3, 5, 1).reshape(b, (h // patch) * (w // patch), patch * patch * c)
-
-
-def grid_side(n: int) -> int:
-    """Side of a square grid of n cells."""
-    side = math.isqrt(n)
-    if side * side != n:
-        raise ValueError(f"{n} cells do not form a square grid")
-    return side

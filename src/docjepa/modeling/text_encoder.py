@@ -65,13 +65,3 @@ class LayoutTextEncoder(nn.Module):
         embeds = self.bert.embeddings.word_embeddings(input_ids) + self.layout(bbox)
         out = self.bert(inputs_embeds=embeds, attention_mask=attention_mask, return_dict=True)
         return out.last_hidden_state
-
-
-def bert_config_from_dir(path: str | Path) -> BertConfig:
-    """The BertConfig stored in a local checkpoint directory."""
-    return BertConfig.from_pretrained(Path(path))
-
-
-def count_parameters(module: nn.Module) -> int:
-    """Number of parameters (shared ones once)."""
-    return sum(p.numel() for p in {id(p): p for p in module.parameters()}.values())

@@ -25,7 +25,6 @@ DEFAULT_OPTIMIZERS = [
     "rsngd",
     "natural-galore",
 ]
-TUNED_FILE = Path("benchmarks/tuned.json")
 RSNGD_VARIANTS = ["rsngd:fisher=tensor", "rsngd:residual=fira", "rsngd:projection=svd", "rsngd:rank=4,history=20"]
 
 
@@ -71,8 +70,9 @@ def bench_main(argv: list[str]) -> None:
     )
     ap.add_argument(
         "--tuned",
-        default=str(TUNED_FILE) if TUNED_FILE.is_file() else "none",
-        help=f"settings file of `rsngd bench tune` (default {TUNED_FILE} where it exists); none: published settings",
+        default="tuned",
+        help="settings of `rsngd bench tune`: a file, or a packaged one (tuned, tuned-long, tuned-long-lr, "
+        "tuned-cpu-long; default tuned, the 200-step choice); none: published settings",
     )
     ap.add_argument("--seeds", nargs="+", type=int, default=[0])
     ap.add_argument("--steps", type=int, default=None, help="override the preset's number of steps")

@@ -3,7 +3,7 @@
 An optimizer is named by a spec ``name`` or ``name:key=value,key=value`` (values parsed as
 Python literals), for example ``rsngd:rank=32,fisher=tensor`` or ``galore:lr=0.005``.
 A spec's hyperparameters are, by priority: the spec's own, the tuned settings (the file that
-``rsngd bench tune`` writes, ``benchmarks/tuned.json``), then :data:`DEFAULTS`.
+``rsngd bench tune`` writes; the chosen ones ship in ``rsngd/bench/settings/``), then :data:`DEFAULTS`.
 
 :data:`DEFAULTS` are each method's published setting for LLaMA pre-training and the centre of its
 tuning sweep: GaLore, Fira and APOLLO use rank = hidden/4, lr 0.01 and a subspace update every
@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 import json
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -67,13 +68,37 @@ NO_TUNING = "none"
 """``--tuned none``: the published settings, untuned."""
 
 
+def packaged_settings(name: str = "tuned") -> Path:
+    """Where the settings file ``name`` that ships with ``rsngd.bench`` lies (``tuned``: the tuning protocol's
+    choice at 200 steps; ``tuned-long``, ``tuned-long-lr``: chosen again at 1000 steps; ``tuned-cpu-long``)."""
+    return Path(str(resources.files("rsngd.bench") / "settings" / f"{name}.json"))
+
+
+def settings_names() -> list[str]:
+    return sorted(p.stem for p in packaged_settings().parent.glob("*.json"))
+
+
+def settings_file(path: Path | str) -> Path:
+    """A tuned-settings file: a file on disk, else a packaged one by name (``tuned-long-lr``, also written
+    ``benchmarks/tuned-long-lr.json``), found from any working directory."""
+    path = Path(path)
+    if path.is_file():
+        return path
+    name = path.name.removesuffix(".json")
+    if path.parent.as_posix() in (".", "benchmarks") and name in settings_names():
+        return packaged_settings(name)
+    raise SystemExit(
+        f"no tuned settings at {path} (packaged: {', '.join(settings_names())}): run `rsngd bench tune` or pass "
+        "--tuned none"
+    )
+
+
 def load_tuned(path: Path | str | None) -> dict[str, dict[str, Any]]:
-    """The ``settings`` of a tuned-settings file (method → hyperparameters); {} for None or ``"none"``."""
+    """The ``settings`` of a tuned-settings file or packaged name (method → hyperparameters); {} for None or
+    ``"none"``."""
     if path is None or str(path) == NO_TUNING:
         return {}
-    path = Path(path)
-    if not path.is_file():
-        raise SystemExit(f"no tuned settings at {path}: run `rsngd bench tune` or pass --tuned none")
+    path = settings_file(path)
     data = json.loads(path.read_text())
     settings = data.get("settings")
     if not isinstance(settings, dict):

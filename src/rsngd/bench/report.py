@@ -10,6 +10,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+from docsections import fill_section
+
 from .optimizers import rank_as_rule
 from .overfit import equal_train_loss_markdown
 
@@ -406,15 +408,6 @@ def headline(rows: list[dict[str, Any]]) -> str:
         state = f"{100 * ratio:.1f} %" if ratio is not None else "–"
         lines.append(f"| {n} | " + " | ".join(vals) + f" | {state} |")
     return "\n".join(lines)
-
-
-def fill_section(path: Path, start: str, end: str, body: str) -> None:
-    """Replace what lies between the ``start`` and ``end`` markers of a markdown file with ``body``."""
-    text = path.read_text()
-    if start not in text or end not in text:
-        raise SystemExit(f"{path} has no {start} … {end} section to fill")
-    head, rest = text.split(start, 1)
-    path.write_text(head + start + "\n" + body.strip() + "\n" + end + rest.split(end, 1)[1])
 
 
 def leaders_markdown(runs: list[dict[str, Any]]) -> str:

@@ -154,7 +154,9 @@ def retune_main(argv: list[str]) -> None:
         description="Choose one lr again from longer tuning runs, keeping each method's other settings.",
     )
     ap.add_argument("results", nargs="+", type=Path, help="results JSON of `rsngd bench` (the longer tuning runs)")
-    ap.add_argument("--base", type=Path, default=Path("benchmarks/tuned.json"), help="the settings kept but for it")
+    ap.add_argument(
+        "--base", default="tuned", help="the settings kept but for it: a file or a packaged name (default tuned)"
+    )
     ap.add_argument("--settings", type=Path, required=True, help="the settings file written")
     ap.add_argument(
         "--key",

@@ -183,7 +183,7 @@ def summary_markdown(settings: dict[str, Any]) -> str:
     ref = next((b for b in adamw if b), None)
     lines = [
         f"Tuning run (`{settings['preset']}`, {settings['steps']} steps, {settings['data']}, seed {settings['seed']}; "
-        "each method's best of its lr sweep, from `benchmarks/tuned.json`):",
+        "each method's best of its lr sweep, from the packaged `tuned.json`):",
         "",
         "| optimizer | validation loss | lr / AdamW-part lr | state of projected matrices vs AdamW |",
         "|---|---|---|---|",
@@ -207,10 +207,10 @@ def tune_main(argv: list[str]) -> None:
     ap.add_argument("--data", default="shakespeare", help="the tuning corpus (default shakespeare)")
     ap.add_argument("--seed", type=int, default=0, help="the tuning seed (default 0; keep it out of the headline)")
     ap.add_argument("--methods", nargs="+", default=TUNED, help=f"optimizers to tune (default: {' '.join(TUNED)})")
+    ap.add_argument("--runs", type=Path, default=None, help="folder of the runs (default runs/bench/tune/PRESET)")
     ap.add_argument(
-        "--runs", type=Path, default=None, help="folder of the runs (default benchmarks/results/tune/PRESET)"
+        "--settings", type=Path, default=None, help="the settings file written (default: the packaged tuned.json)"
     )
-    ap.add_argument("--settings", type=Path, default=Path("benchmarks/tuned.json"), help="the settings file written")
     ap.add_argument("--shard", default="0/1", help="i/n: run only the grid points whose label hashes to i mod n")
     ap.add_argument("--select-only", action="store_true", help="run nothing; choose from the runs already there")
     ap.add_argument("--steps", type=int, default=None, help="override the preset's steps (for tests)")
@@ -232,7 +232,11 @@ def tune_main(argv: list[str]) -> None:
         from dataclasses import replace
 
         preset = replace(preset, steps=args.steps, eval_every=min(preset.eval_every, args.steps))
-    folder = args.runs or Path("benchmarks/results/tune") / preset.name
+    folder = args.runs or Path("runs/bench/tune") / preset.name
+    if args.settings is None:
+        from .optimizers import packaged_settings
+
+        args.settings = packaged_settings("tuned")
     for method in args.methods:  # checks the names before any training
         grid(method)
     corpus = None
@@ -284,12 +288,12 @@ def tune_main(argv: list[str]) -> None:
         print(f"  {method:16s} lr {c['lr']:<8g} adamw_lr {c['adamw_lr']:<8g} val {c['val_loss']:.4f}{edge}")
     print(f"wrote {args.settings}")
     if args.markdown is not None:
-        from .report import fill_section
+        from docsections import fill_section
 
         fill_section(args.markdown, TUNE_START, TUNE_END, sweep_markdown(json.loads(args.settings.read_text())))
         print(f"filled the tune section of {args.markdown}")
     if args.summary is not None:
-        from .report import fill_section
+        from docsections import fill_section
 
         fill_section(args.summary, SUMMARY_START, SUMMARY_END, summary_markdown(json.loads(args.settings.read_text())))
         print(f"filled the tune-summary section of {args.summary}")

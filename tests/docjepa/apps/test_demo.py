@@ -28,7 +28,7 @@ def finetune_briefly(demo, out, *options: str) -> None:
     """Three fine-tuning steps on the demo's data with its tokenizer, the tiny config and ``options``."""
     data = [f"--data.train=[{demo / 'data' / 'train'}]", f"--data.tokenizer={demo / 'tokenizer'}"]
     steps = ["--run.steps=3", "--run.threads=2", "--no-progress"]
-    main(["finetune", "--config", "configs/finetune/tiny.yaml", *data, *options, *steps, "--out", str(out)])
+    main(["finetune", "--config", "finetune/tiny", *data, *options, *steps, "--out", str(out)])
 
 
 def test_demo_quick_mode_writes_report_and_results(demo, capsys):
@@ -211,16 +211,14 @@ def test_clip_tower_pretrained_here_then_fine_tuned(demo, tmp_path):
     common = [f"--data.train=[{demo / 'data' / 'train'}]", f"--data.tokenizer={demo / 'tokenizer'}"]
     steps = ["--run.steps=2", "--run.threads=2", "--no-progress"]
     init = f"--model.init={demo / 'pretrain'}"
-    main(
-        ["pretrain-clip", "--config", "configs/clip/tiny.yaml", *common, init, *steps, "--out", str(tmp_path / "clip")]
-    )
+    main(["pretrain-clip", "--config", "clip/tiny", *common, init, *steps, "--out", str(tmp_path / "clip")])
     assert isinstance(CLIPTextModel.from_pretrained(resolve_model_dir(tmp_path / "clip")), CLIPTextModel)
     clip = f"--model.question_tower={tmp_path / 'clip'}"
     main(
         [
             "finetune",
             "--config",
-            "configs/finetune/tiny.yaml",
+            "finetune/tiny",
             *common,
             init,
             clip,

@@ -279,7 +279,7 @@ def test_chain_runs_every_stage_and_the_result_loads_with_transformers(docs, tmp
     args = [
         "text-encoder",
         "--config",
-        "configs/text_encoder/tiny.yaml",
+        "text_encoder/tiny",
         "--out",
         str(out),
         "--no-progress",
@@ -335,11 +335,11 @@ def test_chain_runs_every_stage_and_the_result_loads_with_transformers(docs, tmp
 def test_config_rejects_unknown_stage_and_keys(tmp_path):
     from docjepa.textenc import TextEncoderConfig, run_chain
 
-    cfg = load_config(TextEncoderConfig, "configs/text_encoder/tiny.yaml", ["--stages=teacher,finetune"])
+    cfg = load_config(TextEncoderConfig, "text_encoder/tiny", ["--stages=teacher,finetune"])
     with pytest.raises(ValueError, match="unknown stage"):
         run_chain(cfg, tmp_path / "x")
     with pytest.raises(ConfigError, match=r"teacher\.width"):
-        load_config(TextEncoderConfig, "configs/text_encoder/tiny.yaml", ["--teacher.width=3"])
+        load_config(TextEncoderConfig, "text_encoder/tiny", ["--teacher.width=3"])
 
 
 @pytest.mark.slow
@@ -369,7 +369,7 @@ def test_chain_takes_a_local_llama_with_its_own_tokenizer(docs, tmp_path):
     ]
     for stage in ("mntp", "distill"):
         overrides += [f"--{stage}.run.steps=2", f"--{stage}.run.batch_size=4", f"--{stage}.optim.rank=8"]
-    cfg = load_config(TextEncoderConfig, "configs/text_encoder/tiny.yaml", overrides)
+    cfg = load_config(TextEncoderConfig, "text_encoder/tiny", overrides)
     report = run_chain(cfg, tmp_path / "out", progress=False)
     assert not (tmp_path / "out" / "teacher").exists()  # nothing trained: the user's LM is the teacher
     assert isinstance(load_lm(tmp_path / "out" / "mntp" / "checkpoints" / "step-0000002" / "model"), BidirectionalLM)

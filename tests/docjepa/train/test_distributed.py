@@ -29,7 +29,7 @@ def pretrain_argv(docs, out, steps, strategy, processes):
     if processes > 1:
         launcher += ["-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}"]
     return [
-        *launcher, "-m", "docjepa.cli", "pretrain", "--config", "configs/pretrain/tiny.yaml", "--out", str(out),
+        *launcher, "-m", "docjepa.cli", "pretrain", "--config", "pretrain/tiny", "--out", str(out),
         "--no-progress", f"--data.train=[{docs / 'd'}]", f"--data.tokenizer={docs / 'tok'}",
         "--data.max_tokens=64", f"--run.steps={steps}", "--run.batch_size=2", "--run.log_every=1",
         "--run.checkpoint_every=2", "--run.threads=1", "--optim.rank=8", f"--dist.strategy={strategy}",
@@ -81,6 +81,6 @@ def test_pretrain_on_two_processes_checkpoints_and_resumes_exactly(docs, tmp_pat
     if strategy == "fsdp2":  # fine-tuning from it on 2 processes too (its 0-d prior gain stays unsharded)
         argv = pretrain_argv(docs, tmp_path / "ft", 2, strategy, 2)
         cmd = argv.index("pretrain")
-        argv[cmd : cmd + 3] = ["finetune", "--config", "configs/finetune/tiny.yaml", f"--model.init={out}"]
+        argv[cmd : cmd + 3] = ["finetune", "--config", "finetune/tiny", f"--model.init={out}"]
         argv = [a for a in argv if not a.startswith("--data.tokenizer")]
         assert json.loads(run(argv))["loss"] > 0

@@ -23,7 +23,7 @@ from tests.helpers import cli_error
 def small_config(docs, steps: int = 4, **run) -> PretrainConfig:
     cfg = load_config(
         PretrainConfig,
-        "configs/pretrain/tiny.yaml",
+        "pretrain/tiny",
         [
             f"--data.train=[{docs / 'd'}]",
             f"--data.tokenizer={docs / 'tok'}",
@@ -44,7 +44,7 @@ def small_config(docs, steps: int = 4, **run) -> PretrainConfig:
 def test_config_yaml_overrides_and_errors(tmp_path):
     cfg = load_config(
         PretrainConfig,
-        "configs/pretrain/tiny.yaml",
+        "pretrain/tiny",
         ["--run.steps=7", "--loss.mim=0.5", "--masks.target_scale=[0.1, 0.2]"],
     )
     assert cfg.run.steps == 7 and cfg.loss.mim == 0.5 and cfg.masks.target_scale == (0.1, 0.2)
@@ -122,7 +122,7 @@ def test_cli_pretrain(docs, tmp_path, capsys):
     args = [
         "pretrain",
         "--config",
-        "configs/pretrain/tiny.yaml",
+        "pretrain/tiny",
         "--out",
         str(tmp_path / "run"),
         "--no-progress",

@@ -8,7 +8,7 @@ pixel differently are not worth a click). Seconds come from a stated :class:`Tim
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -129,7 +129,3 @@ def annotate(
     seconds = time.read + (time.write_question if writes_question else 0.0) + time.submit
     seconds += clicks * time.click + n_boxes * time.box + int(cleared) * time.clear
     return Outcome(edits, accepted, k, seconds, max(iou(final, t) for t in truths))
-
-
-def time_model_dict(time: TimeModel) -> dict:
-    return asdict(time)

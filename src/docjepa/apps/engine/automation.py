@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-import numpy as np
 from sqlalchemy import select
 from tqdm.auto import tqdm
 
@@ -146,19 +145,3 @@ def predictor_dir(checkpoint):
     from ...modeling.files import resolve_model_dir
 
     return resolve_model_dir(checkpoint)
-
-
-def machine_label_agreement(db: Database) -> dict:
-    """How reviewed automatic labels fared: approved / rejected / fixed counts."""
-    with db.read() as s:
-        rows = list(
-            s.execute(select(Annotation.review, Annotation.review_reason).where(Annotation.source == "machine"))
-        )
-    reviews = [r for r, _ in rows]
-    return {
-        "machine_labels": len(rows),
-        **{k: reviews.count(k) for k in ("pending", "approved", "rejected")},
-        "approved_fraction_of_reviewed": float(np.mean([r == "approved" for r in reviews if r != "pending"]))
-        if any(r != "pending" for r in reviews)
-        else None,
-    }

@@ -23,50 +23,6 @@ def _db(args, migrate: bool = False) -> Database:
     return db
 
 
-def iter_input_pages(paths: list[Path], dpi: int, lang: str, limit: int | None, progress: bool):
-    """Pages of shard folders (with their questions), PDFs and images (text layer or OCR, no questions)."""
-    from tqdm.auto import tqdm
-
-    from ...data.importer import ImportSummary, find_inputs, import_image, import_pdf
-    from ...data.shards import DocumentDataset, RecordError, shard_paths
-
-    count = 0
-    files = []
-    for path in paths:
-        if not path.exists():
-            raise FileNotFoundError(f"no such file or folder: {path}")
-        if path.is_dir() and shard_paths(path):
-            ds = DocumentDataset(path)
-            for i in tqdm(range(len(ds)), desc=f"pages of {path}", disable=not progress):
-                if limit is not None and count >= limit:
-                    return
-                try:
-                    page = ds[i]
-                except RecordError as err:
-                    print(f"skipped: {err}", file=sys.stderr)
-                    continue
-                count += 1
-                yield page
-        else:
-            files += find_inputs([path])
-    summary = ImportSummary()
-    for path, doc_id in tqdm(files, desc="files", disable=not progress or not files):
-        try:
-            pages = (
-                import_pdf(path, dpi, summary, lang, doc_id)
-                if path.suffix.lower() == ".pdf"
-                else import_image(path, summary, lang, doc_id)
-            )
-        except Exception as err:
-            print(f"skipped {path}: {type(err).__name__}: {err}", file=sys.stderr)
-            continue
-        for page in pages:
-            if limit is not None and count >= limit:
-                return
-            count += 1
-            yield page
-
-
 def cmd_init(args) -> None:
     from . import store
 
@@ -80,7 +36,9 @@ def cmd_init(args) -> None:
             s.merge(Setting(key="checkpoint", value=str(Path(args.checkpoint).resolve())))
         result["checkpoint"] = str(Path(args.checkpoint).resolve())
     totals = {"pages_added": 0, "pages_already_there": 0, "tasks_added": 0}
-    for page in iter_input_pages(args.data, args.dpi, args.lang, args.limit, not args.no_progress):
+    from ...data.importer import iter_pages
+
+    for page in iter_pages(args.data, args.dpi, args.lang, args.limit, not args.no_progress):
         for k, v in store.add_pages(db, [page], with_questions=not args.no_questions).items():
             totals[k] += v
     print(json.dumps(result | totals | {"totals": store.counts(db)}, indent=1))
@@ -200,7 +158,7 @@ def cmd_autolabel(args) -> None:
 def cmd_retrain(args) -> None:
     from .retrain import DEFAULT_CONFIG, retrain
 
-    config = args.config or (DEFAULT_CONFIG if Path(DEFAULT_CONFIG).is_file() else None)
+    config = args.config or DEFAULT_CONFIG
     print(
         json.dumps(
             retrain(
@@ -349,7 +307,9 @@ def add_parser(sub, int_at_least) -> None:
     rt.add_argument("--include-machine", action="store_true", help="train on automatic labels too")
     rt.add_argument("--val-fraction", type=float, default=0.2)
     rt.add_argument("--min-gain", type=float, default=0.0, help="promote only when held-out mIoU gains more")
-    rt.add_argument("--config", default=None, help="fine-tuning config (default configs/finetune/tiny.yaml)")
+    rt.add_argument(
+        "--config", default=None, help="fine-tuning config: a YAML file or a packaged config (default finetune/tiny)"
+    )
     rt.add_argument("--threads", type=int_at_least(1), default=None)
     rt.set_defaults(func=cmd_retrain)
     rr = with_db(esub.add_parser("rounds", help="the retraining rounds so far"))

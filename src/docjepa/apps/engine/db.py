@@ -27,7 +27,6 @@ from sqlalchemy import (
     UniqueConstraint,
     create_engine,
     event,
-    inspect,
 )
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
@@ -310,7 +309,3 @@ class Database:
         self.writer.dispose()
         if self.reader is not self.writer:
             self.reader.dispose()
-
-
-def table_names(db: Database) -> list[str]:
-    return sorted(inspect(db.reader).get_table_names())

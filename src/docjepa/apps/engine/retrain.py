@@ -22,7 +22,8 @@ from .db import Annotation, Database, Round, Setting, now
 from .export import export
 from .proposer import model_version
 
-DEFAULT_CONFIG = "configs/finetune/tiny.yaml"
+DEFAULT_CONFIG = "finetune/tiny"
+"""The packaged fine-tuning config a round uses when given none."""
 
 
 def serving_checkpoint(db: Database) -> str:

@@ -98,7 +98,7 @@ def finetune_round(cfg: SimConfig, init: Path, data: Path, out: Path, steps: int
         return out
     ft = load_config(
         FinetuneConfig,
-        "configs/finetune/tiny.yaml" if Path("configs/finetune/tiny.yaml").is_file() else None,
+        "finetune/tiny",
         [
             f"--model.init={init}",
             f"--data.train=[{data}]",
@@ -412,7 +412,7 @@ def write_report(result_path: Path, markdown_files: list[Path], plot_path: Path 
     if plot_path is not None:
         cmd += f" --plot {plot_path}"
         plot(result, plot_path)
-    from rsngd.bench.report import fill_section
+    from docsections import fill_section
 
     table = markdown(result, cmd)
     for md in markdown_files:

@@ -13,7 +13,7 @@ import os
 import uuid
 from pathlib import Path
 
-from ...data.importer import ImportSummary, OCRUnavailable, import_image, import_pdf
+from ...data.importer import OCRUnavailable, read_file
 from ...data.record import Page
 
 MAX_UPLOAD_BYTES = 64 * 2**20
@@ -71,12 +71,8 @@ def store(data: bytes, media: Path, max_bytes: int = MAX_UPLOAD_BYTES) -> tuple[
 
 def read_pages(path: Path, kind: str, doc_id: str, dpi: int = 150, lang: str = "eng") -> list[Page]:
     """Every page of a stored upload with its words (text layer, or OCR); UploadError when it cannot be read."""
-    summary = ImportSummary()
     try:
-        if kind == "pdf":
-            pages = import_pdf(path, dpi, summary, lang, doc_id)
-        else:
-            pages = import_image(path, summary, lang, doc_id)
+        pages = read_file(path, dpi, lang, doc_id, kind="pdf" if kind == "pdf" else "image")
     except OCRUnavailable as err:
         raise UploadError(f"this image needs OCR and {err}", status=422) from None
     except Exception as err:

@@ -110,9 +110,6 @@ class Canvas:
             cx += w + space
         return ids, y + line_h
 
-    def line_height(self, family: str, size: float, leading: float = 1.35) -> float:
-        return self.font(family, size).size * leading
-
     def box_of(self, ids: list[int], pad: float = 2.0) -> Box:
         """The box around the given words."""
         return union_box([self.words[i].box for i in ids], pad)

@@ -1,13 +1,10 @@
 """From pages to a fine-tuned model through the engine: init, annotate over HTTP, export shards, fine-tune."""
 
 import json
-from pathlib import Path
 
 import pytest
 
 from .conftest import PASSWORD, client_for, mask_png, word_mask
-
-ROOT = Path(__file__).resolve().parents[4]
 
 
 @pytest.mark.slow
@@ -55,7 +52,7 @@ def test_init_annotate_export_finetune(tmp_path, docs, tiny_model, capsys, monke
         [
             "finetune",
             "--config",
-            str(ROOT / "configs/finetune/tiny.yaml"),
+            "finetune/tiny",
             "--out",
             str(tmp_path / "ft"),
             f"--model.init={tiny_model}",
@@ -78,7 +75,7 @@ def test_init_annotate_export_finetune(tmp_path, docs, tiny_model, capsys, monke
 def test_one_short_simulated_round(tmp_path, tiny_model, monkeypatch):
     from docjepa.apps.engine.simulate import SimConfig, simulate
 
-    monkeypatch.chdir(ROOT)  # the fine-tuning config is read from configs/
+    monkeypatch.chdir(tmp_path)  # the packaged fine-tuning config is found from any folder
     cfg = SimConfig(
         init=str(tiny_model),
         pool_pages=6,
