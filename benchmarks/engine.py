@@ -187,7 +187,7 @@ def main(argv: list[str] | None = None) -> None:
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     code = (
-        "import uvicorn; from docjepa.apps.engine.server import ServerConfig, create_app; "
+        "import uvicorn; from docjepa.apps.engine.app import ServerConfig, create_app; "
         f"uvicorn.run(create_app(ServerConfig(db={url!r}, checkpoint={str(args.checkpoint)!r}, media={str(tmp)!r})), "
         f"host='127.0.0.1', port={port}, log_level='warning')"
     )

@@ -28,6 +28,10 @@ LAYERS = {
     "docjepa.textenc": 13,
     "docjepa.eval": 13,
     "docjepa.apps": 14,
+    # Inside the data engine, the served code never imports the simulation; only the command's modules do.
+    "docjepa.apps.engine.simulation": 14.5,
+    "docjepa.apps.engine.cli": 14.7,
+    "docjepa.apps.engine.commands": 14.7,
     "docjepa.cli": 15,
 }
 

@@ -9,22 +9,16 @@ from sqlalchemy import select
 from tqdm.auto import tqdm
 
 from . import masks, stages, store
-from .annotator import iou
-from .db import Annotation, Database, PageRow, Task
-from .proposer import candidate_masks, model_version
-
-
-def _predictor(checkpoint, device=None):
-    from ...predictor import DocumentPredictor
-
-    return DocumentPredictor.from_pretrained(checkpoint, device=device)
+from .db import Database
+from .model import EngineModel
+from .tables import Annotation, PageRow, Task
 
 
 def propose_questions(db: Database, checkpoint, bank_min_score: float = 0.5, progress: bool = True) -> dict:
     """For each page: a task per label question it shows ("What is the account number?") and per question of the
     bank that the model answers with an informative mask of predicted IoU ≥ ``bank_min_score``; every open task
     with a question gets its uncertainty as priority, so the least certain are handed out first."""
-    predictor = _predictor(checkpoint)
+    model = EngineModel(checkpoint)
     with db.read() as s:
         page_ids = list(s.scalars(select(PageRow.id).order_by(PageRow.id)))
     added = ranked = 0
@@ -32,16 +26,15 @@ def propose_questions(db: Database, checkpoint, bank_min_score: float = 0.5, pro
         page = store.load_page(db, pid)
         with db.read() as s:
             have = set(s.scalars(select(Task.question).where(Task.page_id == pid)))
-        predictor.set_page(page)
         for question, kind in stages.page_questions(page):
             if question in have:
                 continue
-            logits, scores, best, full = candidate_masks(predictor, page, question)
-            if kind == "bank" and (not full[best].any() or float(scores[best]) < bank_min_score):
+            p = model.propose(page, question)
+            if kind == "bank" and (not p.masks[p.best].any() or float(p.scores[p.best]) < bank_min_score):
                 continue
             tid = store.add_task(db, pid, question, qtype=f"engine-{kind}")
             have.add(question)
-            store.set_priority(db, tid, stages.uncertainty(logits, scores, best))
+            store.set_priority(db, tid, stages.uncertainty(p.logits, p.scores, p.best))
             added += 1
         with db.read() as s:
             open_tasks = list(
@@ -52,14 +45,14 @@ def propose_questions(db: Database, checkpoint, bank_min_score: float = 0.5, pro
                 )
             )
         for tid, question in open_tasks:
-            logits, scores, best, _ = candidate_masks(predictor, page, question)
-            store.set_priority(db, tid, stages.uncertainty(logits, scores, best))
+            p = model.propose(page, question)
+            store.set_priority(db, tid, stages.uncertainty(p.logits, p.scores, p.best))
             ranked += 1
     return {"pages": len(page_ids), "questions_added": added, "tasks_ranked": ranked + added}
 
 
 def calibrate(
-    db: Database, predictor, agree: float = 0.8, target: float = 0.9, limit: int = 2000
+    db: Database, model: EngineModel, agree: float = 0.8, target: float = 0.9, limit: int = 2000
 ) -> tuple[stages.Thresholds, int]:
     """Thresholds from people's answerable annotations (the model's answer vs theirs); (thresholds, questions)."""
     with db.read() as s:
@@ -75,13 +68,11 @@ def calibrate(
     current = None
     for pid, question, rle in rows:
         if pid != current:
-            page = store.load_page(db, pid)
-            predictor.set_page(page)
-            current = pid
-        logits, scores, best, full = candidate_masks(predictor, page, question)
-        pred.append(float(scores[best]))
-        stab.append(stages.stability(logits[best]))
-        true.append(iou(full[best], masks.decode(rle)))
+            page, current = store.load_page(db, pid), pid
+        p = model.propose(page, question)
+        pred.append(float(p.scores[p.best]))
+        stab.append(stages.stability(p.logits[p.best]))
+        true.append(masks.iou(p.masks[p.best], masks.decode(rle)))
     if not rows:
         raise ValueError("no human-annotated answers to choose the thresholds on: annotate some pages first")
     return stages.choose_thresholds(pred, stab, true, agree, target), len(rows)
@@ -92,9 +83,9 @@ def autolabel(
 ) -> dict:
     """Label open tasks that have a question with the model's answer when its predicted IoU and stability pass the
     thresholds chosen on people's annotations; labels are marked ``machine`` and wait for review like any other."""
-    predictor = _predictor(checkpoint)
-    version = model_version(predictor_dir(checkpoint))
-    th, n = calibrate(db, predictor, agree, target)
+    model = EngineModel(checkpoint)
+    version = model.version
+    th, n = calibrate(db, model, agree, target)
     report = {
         "thresholds": asdict(th),
         "calibrated_on": n,
@@ -118,17 +109,15 @@ def autolabel(
     current = None
     for tid, pid, question in tqdm(tasks, desc="questions", disable=not progress):
         if pid != current:
-            page = store.load_page(db, pid)
-            predictor.set_page(page)
-            current = pid
-        logits, scores, best, full = candidate_masks(predictor, page, question)
+            page, current = store.load_page(db, pid), pid
+        p = model.propose(page, question)
         considered += 1
         passes = (
-            full[best].any()
-            and float(scores[best]) >= th.min_iou
-            and stages.stability(logits[best]) >= th.min_stability
+            p.masks[p.best].any()
+            and float(p.scores[p.best]) >= th.min_iou
+            and stages.stability(p.logits[p.best]) >= th.min_stability
         )
-        if passes and store.create_machine_annotation(db, tid, full[best], version) is not None:
+        if passes and store.create_machine_annotation(db, tid, p.masks[p.best], version) is not None:
             kept += 1
     return {
         "thresholds": asdict(th),
@@ -139,9 +128,3 @@ def autolabel(
         "agree_iou": agree,
         "target_precision": target,
     }
-
-
-def predictor_dir(checkpoint):
-    from ...modeling.files import resolve_model_dir
-
-    return resolve_model_dir(checkpoint)

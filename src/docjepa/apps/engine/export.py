@@ -13,8 +13,9 @@ from sqlalchemy import select
 from ...data.record import Answer, Question
 from ...data.shards import ShardWriter
 from . import masks
-from .db import Annotation, Database, PageRow, Task, User
+from .db import Database
 from .store import page_record
+from .tables import Annotation, PageRow, Task, User
 
 FORMATS = ("coco", "shards", "jsonl")
 DEFAULT_REVIEWS = ("pending", "approved")

@@ -1,79 +1,33 @@
 """``docjepa engine retrain``: one retraining round.
 
 Export the accepted annotations by document into train / validation shards, fine-tune from the serving model
-with the ``finetune`` command in a separate process (the server keeps serving), evaluate the serving model and
-the new one on the same held-out annotated pages, and promote the new one only when it is better (the serving
-checkpoint setting changes; a running server picks it up before its next proposal). Each round is a row.
+with the ``finetune`` command in a child process (a server started the round and keeps serving), score the
+serving model and the new one on the same held-out annotated pages, and promote the new one only when it is better
+(the serving model setting changes; a running server picks it up before its next proposal). Each round is a row.
 """
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 from sqlalchemy import select
 
-from ...data.split import SplitConfig
 from ...errors import UsageError
-from .db import Annotation, Database, Round, Setting, now
+from . import store
+from .db import Database
 from .export import export
-from .proposer import model_version
-
-DEFAULT_CONFIG = "finetune/tiny"
-"""The packaged fine-tuning config a round uses when given none."""
+from .model import DEFAULT_CONFIG, EngineModel, model_version
+from .tables import Annotation, Round, now
 
 
 def serving_checkpoint(db: Database) -> str:
-    with db.read() as s:
-        row = s.get(Setting, "checkpoint")
-    if row is None:
+    """The serving model; UsageError when none was set."""
+    checkpoint = store.serving_model(db)
+    if checkpoint is None:
         raise UsageError("no serving model: run `docjepa engine init --checkpoint RUN` first")
-    return row.value
-
-
-def finetune_process(
-    serving: str, train_dir: Path, out: Path, steps: int, config: str | None, threads: int | None
-) -> Path:
-    """Fine-tune from ``serving`` on ``train_dir`` in a child process (``docjepa finetune``); the run folder."""
-    cmd = [sys.executable, "-m", "docjepa.cli", "finetune"]
-    if config:
-        cmd += ["--config", config]
-    cmd += [
-        "--out",
-        str(out),
-        f"--model.init={serving}",
-        f"--data.train=[{train_dir}]",
-        "--data.split.layouts=[]",
-        "--data.split.template_modulus=0",
-        f"--run.steps={steps}",
-        f"--run.checkpoint_every={steps}",
-    ]
-    if threads:
-        cmd.append(f"--run.threads={threads}")
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"fine-tuning failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
-    return out
-
-
-def score(checkpoint: str | Path, val_dir: Path) -> dict:
-    """mIoU / gIoU / cIoU of a model on every annotated question of the validation shards."""
-    from ...eval.evaluate import evaluate
-    from ...predictor import DocumentPredictor
-
-    result = evaluate(
-        DocumentPredictor.from_pretrained(checkpoint, device="cpu"),
-        [val_dir],
-        SplitConfig(layouts=[], template_modulus=0),
-        "all",
-        None,
-        False,
-    )
-    m = result["model"]
-    return {"mIoU": m["mIoU"], "gIoU": m["gIoU"], "cIoU": m["cIoU"], "questions": result["questions"]}
+    return checkpoint
 
 
 def work_with(db: Database, version: str) -> dict:
@@ -110,7 +64,7 @@ def retrain(
 ) -> dict:
     """Run one round into ``out`` (``data/``, ``model/``); returns its report (also in the ``rounds`` table).
     ``train(serving, train_dir, run_dir)``: how the new model is made (default: ``docjepa finetune`` in a child
-    process)."""
+    process, :meth:`EngineModel.fine_tune`)."""
     from ...modeling.files import resolve_model_dir
 
     serving = serving_checkpoint(db)
@@ -141,25 +95,24 @@ def retrain(
                 f"need annotations (train {data['train']['questions']}, val {data['val']['questions']})"
             )
         report["work_with_serving_model"] = work_with(db, base_version)
-        run = (train or (lambda s_, d, o: finetune_process(s_, d, o, steps, config, threads)))(
-            serving, out / "data" / "train", out / "model"
+        base, val = EngineModel(serving, device="cpu"), out / "data" / "val"
+        report["before"] = base.score(val)
+        new, report["after"] = base.improve(
+            out / "data" / "train", out / "model", steps, val, train=train, config=config, threads=threads, child=True
         )
-        new_dir = resolve_model_dir(run)
-        report["new_version"] = model_version(new_dir)
-        val = out / "data" / "val"
-        report["before"], report["after"] = score(serving, val), score(run, val)
+        report["new_version"] = new.version
         promoted = report["after"]["mIoU"] > report["before"]["mIoU"] + min_gain
         report["promoted"] = promoted
         with db.write() as s:
             row = s.get(Round, round_id)
             row.status, row.finished_at, row.report = "done", now(), report
             row.new_checkpoint, row.new_version, row.promoted = (
-                str(Path(run).resolve()),
-                report["new_version"],
+                str(Path(new.checkpoint).resolve()),
+                new.version,
                 promoted,
             )
             if promoted:
-                s.merge(Setting(key="checkpoint", value=str(Path(run).resolve())))
+                s.merge(store.serving_setting(new.checkpoint))
     except BaseException as err:
         with db.write() as s:
             row = s.get(Round, round_id)

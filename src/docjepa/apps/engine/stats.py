@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 from sqlalchemy import select
 
-from .db import Annotation, Database, User
+from .db import Database
+from .tables import Annotation, User
 
 
 def _day(t: float) -> str:

@@ -42,7 +42,7 @@ def _browser():
 def served(tmp_path, docs, tiny_proposer):
     import uvicorn
 
-    from docjepa.apps.engine.server import ServerConfig, create_app
+    from docjepa.apps.engine.app import ServerConfig, create_app
 
     url = f"sqlite:///{tmp_path / 'engine.db'}"
     db = make_engine(url, docs, pages=3, users=("ann", "rev"))

@@ -103,7 +103,7 @@ def _post(base, path, body, token):
 
 def _serve(url: str, port: int) -> subprocess.Popen:
     code = (
-        "import uvicorn; from docjepa.apps.engine.server import ServerConfig, create_app; "
+        "import uvicorn; from docjepa.apps.engine.app import ServerConfig, create_app; "
         f"uvicorn.run(create_app(ServerConfig(db={url!r})), host='127.0.0.1', port={port}, log_level='warning')"
     )
     proc = subprocess.Popen([sys.executable, "-c", code], env=os.environ | {"OMP_NUM_THREADS": "1"})
@@ -150,6 +150,9 @@ def test_sigkill_mid_stream_loses_no_acknowledged_save(tmp_path, docs, kill_afte
     threads = [threading.Thread(target=annotate, args=(n,)) for n in ("ann", "bob")]
     for t in threads:
         t.start()
+    deadline = time.monotonic() + 30  # the clock starts at the first acknowledged save (sign-ins take a while)
+    while not acked and time.monotonic() < deadline and any(t.is_alive() for t in threads):
+        time.sleep(0.01)
     time.sleep(kill_after)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
@@ -177,7 +180,7 @@ def test_a_running_proposal_does_not_block_other_requests(tmp_path, docs, tiny_p
     """The model works in its own thread: while a proposal is being computed, page loads and saves are answered."""
     import uvicorn
 
-    from docjepa.apps.engine.server import ServerConfig, create_app
+    from docjepa.apps.engine.app import ServerConfig, create_app
 
     from .conftest import _free_port
 

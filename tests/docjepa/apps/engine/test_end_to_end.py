@@ -9,7 +9,7 @@ from .conftest import PASSWORD, client_for, mask_png, word_mask
 
 @pytest.mark.slow
 def test_init_annotate_export_finetune(tmp_path, docs, tiny_model, capsys, monkeypatch):
-    from docjepa.apps.engine.server import ServerConfig, create_app
+    from docjepa.apps.engine.app import ServerConfig, create_app
     from docjepa.cli import main
 
     url = f"sqlite:///{tmp_path / 'engine.db'}"
@@ -69,36 +69,3 @@ def test_init_annotate_export_finetune(tmp_path, docs, tiny_model, capsys, monke
         m.get("skipped_records", 0) == 0 for m in metrics
     )
     main(["engine", "check", "--db", url])
-
-
-@pytest.mark.slow
-def test_one_short_simulated_round(tmp_path, tiny_model, monkeypatch):
-    from docjepa.apps.engine.simulate import SimConfig, simulate
-
-    monkeypatch.chdir(tmp_path)  # the packaged fine-tuning config is found from any folder
-    cfg = SimConfig(
-        init=str(tiny_model),
-        pool_pages=6,
-        eval_pages=6,
-        seed_pages=3,
-        rounds=1,
-        pages_per_round=2,
-        steps=1,
-        seed_steps=1,
-        sample_pages=4,
-        eval_limit=10,
-        page_size=256,
-        threads=1,
-    )
-    result = simulate(cfg, tmp_path / "sim", progress=False)
-    for mode in ("assisted", "semi"):
-        (row,) = result["stages"][mode]
-        assert row["pages_annotated"] == 5 and row["masks"] > 0 and 0 <= row["accepted_as_is"] <= 1
-        assert row["edits"] == round(row["edits_per_mask"] * row["masks"]) and 0 <= row["heldout"]["mIoU"] <= 1
-        assert row["probe"]["masks"] == result["manual"]["probe"]["masks"] > 0  # the same probe pages every time
-    semi = result["stages"]["semi"][0]["automatic"]
-    assert semi["labels_considered"] > 0 and 0 <= semi["kept_fraction"] <= 1
-    manual = result["manual"]
-    assert manual["edits"] <= manual["edit_budget"] == result["stages"]["assisted"][0]["edits"]
-    assert (tmp_path / "sim" / "engine_curve.png").stat().st_size > 10_000
-    assert json.loads((tmp_path / "sim" / "simulate.json").read_text())["manual"]["same_pages"]["pages_annotated"] == 5

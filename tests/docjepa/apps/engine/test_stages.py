@@ -1,4 +1,4 @@
-"""Proposal stages, the scripted annotator, retraining rounds and the server's switch to a promoted model."""
+"""Proposal stages, retraining rounds and the server's switch to a promoted model."""
 
 import threading
 
@@ -75,43 +75,6 @@ def test_thresholds_keep_the_most_labels_at_the_target_agreement():
     assert impossible.precision == 0.0  # reported as measured, not forced
 
 
-def test_scripted_annotator_counts_the_edits_the_page_needs():
-    from docjepa.apps.engine.annotator import TimeModel, annotate, word_boxes
-
-    page = _page([("a", (10, 10, 40, 20)), ("b", (50, 10, 80, 20)), ("c", (90, 10, 120, 20)), ("d", (10, 40, 40, 50))])
-    boxes = word_boxes(page)
-
-    def words(*ids):
-        m = np.zeros((300, 400), bool)
-        for i in ids:
-            x0, y0, x1, y1 = boxes[i]
-            m[y0:y1, x0:x1] = True
-        return m
-
-    t = TimeModel()
-    truth = words(0, 1)
-    exact = annotate([truth], boxes, [truth, words(3), words(2)], 0, t)
-    assert (exact.edits, exact.accepted, exact.candidate) == (0, True, 0)
-    assert exact.seconds == pytest.approx(t.read + t.submit)
-    other = annotate([truth], boxes, [words(3), truth, words(2)], 0, t)  # the right one is not pre-selected
-    assert (other.edits, other.accepted, other.candidate) == (0, True, 1)
-    assert other.seconds == pytest.approx(t.read + t.submit + t.click)
-    one_off = annotate([truth], boxes, [words(0), words(3), words(2)], 0, t)
-    assert (one_off.edits, one_off.accepted) == (1, False) and one_off.iou == 1.0  # click "b" in
-    line = np.zeros((300, 400), bool)
-    line[10:20, 10:120] = True  # an answer drawn as one box over a, b, c (gaps included), as the pages' answers are
-    wrong = annotate([line], boxes, [words(3), words(3), words(3)], 0, t)
-    assert wrong.edits == 2 and wrong.iou == 1.0  # clear, then one box (clicking a, b, c misses the gaps: IoU 0.82)
-    assert wrong.seconds == pytest.approx(t.read + t.submit + t.clear + t.box)
-    gaps = annotate([words(0, 1, 2)], boxes, [words(3), words(3), words(3)], 0, t)
-    assert gaps.edits == 4  # word by word: d out, a b c in (a box would fill the gaps: IoU 0.82 < 0.85)
-    manual = annotate([truth], boxes, None, None, t, writes_question=True)
-    assert manual.edits == 1 and manual.candidate is None  # one box from an empty page
-    assert manual.seconds == pytest.approx(t.read + t.write_question + t.box + t.submit)
-    two_ways = annotate([words(3), truth], boxes, [words(0), words(2), words(2)], 0, t)
-    assert two_ways.edits == 1  # an ambiguous question: the closest valid answer
-
-
 def _zero_decoder(src, dst):
     """A copy of a model whose masks are empty: a worse model than any that proposes something."""
     import shutil
@@ -130,8 +93,9 @@ def _zero_decoder(src, dst):
 
 def test_retrain_promotes_only_a_better_model(tmp_path, docs, tiny_model):
     from docjepa.apps.engine import store
-    from docjepa.apps.engine.db import Setting
-    from docjepa.apps.engine.retrain import list_rounds, retrain, score, serving_checkpoint
+    from docjepa.apps.engine.model import EngineModel
+    from docjepa.apps.engine.retrain import list_rounds, retrain, serving_checkpoint
+    from docjepa.apps.engine.tables import Setting
 
     db = make_engine(f"sqlite:///{tmp_path / 'e.db'}", docs, pages=10, users=("ann",))
     empty = _zero_decoder(tiny_model, tmp_path / "empty-model")
@@ -153,7 +117,8 @@ def test_retrain_promotes_only_a_better_model(tmp_path, docs, tiny_model):
         s.merge(Setting(key="checkpoint", value=str(empty)))
     better = retrain(db, tmp_path / "r2", train=train_to(tiny_model), val_fraction=0.3)
     assert better["promoted"] is True and serving_checkpoint(db) == str(tiny_model.resolve())
-    assert better["before"]["mIoU"] == pytest.approx(score(empty, tmp_path / "r2" / "data" / "val")["mIoU"])
+    val = tmp_path / "r2" / "data" / "val"
+    assert better["before"]["mIoU"] == pytest.approx(EngineModel(empty, device="cpu").score(val)["mIoU"])
     rows = list_rounds(db)
     assert [(r["status"], r["promoted"]) for r in rows] == [("done", False), ("done", True)]
     assert rows[0]["report"]["data"]["train"]["questions"] > 0 and rows[0]["report"]["data"]["val"]["questions"] > 0
@@ -163,9 +128,10 @@ def test_retrain_promotes_only_a_better_model(tmp_path, docs, tiny_model):
 
 
 def test_the_server_switches_to_a_promoted_model_without_dropping_a_request(tmp_path, docs, tiny_model, tiny_proposer):
-    from docjepa.apps.engine.db import Setting
-    from docjepa.apps.engine.proposer import Proposer, model_version
-    from docjepa.apps.engine.server import ServerConfig, create_app
+    from docjepa.apps.engine.app import ServerConfig, create_app
+    from docjepa.apps.engine.model import model_version
+    from docjepa.apps.engine.proposer import Proposer
+    from docjepa.apps.engine.tables import Setting
 
     url = f"sqlite:///{tmp_path / 'e.db'}"
     db = make_engine(url, docs, pages=4, users=("ann", "bob"))
@@ -205,8 +171,8 @@ def test_the_server_switches_to_a_promoted_model_without_dropping_a_request(tmp_
 
 def test_semi_automatic_questions_are_ranked_and_automatic_labels_follow_the_thresholds(tmp_path, docs, tiny_model):
     from docjepa.apps.engine import automation, store
-    from docjepa.apps.engine.proposer import candidate_masks
-    from docjepa.apps.engine.server import ServerConfig, create_app
+    from docjepa.apps.engine.app import ServerConfig, create_app
+    from docjepa.apps.engine.model import candidate_masks
     from docjepa.predictor import DocumentPredictor
 
     url = f"sqlite:///{tmp_path / 'e.db'}"
@@ -218,7 +184,7 @@ def test_semi_automatic_questions_are_ranked_and_automatic_labels_follow_the_thr
     first = store.claim_next(db, ann["id"])
     from sqlalchemy import func, select
 
-    from docjepa.apps.engine.db import Task
+    from docjepa.apps.engine.tables import Task
 
     with db.read() as s:
         top = s.scalar(select(func.max(Task.priority)).where(Task.status == "open"))
@@ -246,7 +212,7 @@ def test_semi_automatic_questions_are_ranked_and_automatic_labels_follow_the_thr
     assert rev.get("/api/review/next?source=robot").status_code == 422
     # ... then a reviewer finds people disagreeing with the model everywhere: no label passes any more.
     from docjepa.apps.engine import masks
-    from docjepa.apps.engine.db import Annotation
+    from docjepa.apps.engine.tables import Annotation
 
     with db.write() as s:
         for a in s.scalars(select(Annotation).where(Annotation.source == "human")):
@@ -261,7 +227,7 @@ def test_semi_automatic_questions_are_ranked_and_automatic_labels_follow_the_thr
 def test_retrain_from_the_page_is_for_admins_and_runs_in_a_child_process(tmp_path, docs):
     import time
 
-    from docjepa.apps.engine.server import ServerConfig, create_app
+    from docjepa.apps.engine.app import ServerConfig, create_app
 
     url = f"sqlite:///{tmp_path / 'e.db'}"
     make_engine(url, docs, pages=1, users=("rev", "boss")).dispose()

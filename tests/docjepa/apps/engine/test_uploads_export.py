@@ -27,7 +27,7 @@ def _pdf(text_lines: list[str]) -> bytes:
 
 @pytest.fixture
 def admin_app(tmp_path, docs):
-    from docjepa.apps.engine.server import ServerConfig, create_app
+    from docjepa.apps.engine.app import ServerConfig, create_app
 
     url = f"sqlite:///{tmp_path / 'engine.db'}"
     db = make_engine(url, docs, pages=1)

@@ -2,7 +2,7 @@
 
 from alembic import context
 
-from docjepa.apps.engine.db import Base
+from docjepa.apps.engine.tables import Base
 
 connection = context.config.attributes.get("connection")
 if connection is None:

@@ -24,12 +24,14 @@ from pathlib import Path
 
 import numpy as np
 
-from ...config import load_config
-from ...data.record import Page, rasterize
-from ...data.shards import DocumentDataset, ShardWriter, shard_paths
-from ...data.split import SplitConfig
-from . import stages
-from .annotator import TimeModel, annotate, iou, word_boxes
+from ....data.record import Page, rasterize
+from ....data.shards import DocumentDataset, ShardWriter, shard_paths
+from ....data.split import SplitConfig
+from .. import stages
+from ..masks import iou
+from ..model import EngineModel
+from .annotator import TimeModel, annotate, word_boxes
+from .curve import plot
 
 log = logging.getLogger("docjepa.engine.simulate")
 MODES = ("assisted", "semi")
@@ -91,67 +93,37 @@ def write_pages(pages: list[Page], out: Path) -> Path:
     return out
 
 
-def finetune_round(cfg: SimConfig, init: Path, data: Path, out: Path, steps: int) -> Path:
-    from ...train.finetune import FinetuneConfig, finetune
-
-    if (out / "last_metrics.json").is_file():
-        return out
-    ft = load_config(
-        FinetuneConfig,
-        "finetune/tiny",
-        [
-            f"--model.init={init}",
-            f"--data.train=[{data}]",
-            f"--run.steps={steps}",
-            f"--run.checkpoint_every={steps}",
-            f"--run.log_every={max(1, steps // 5)}",
-            f"--run.threads={cfg.threads}",
-            f"--run.seed={cfg.seed}",
-        ],
+def improve(cfg: SimConfig, model: EngineModel, data: Path, out: Path, steps: int, eval_dir: Path):
+    """Fine-tune from ``model`` on ``data`` (held-out layouts and templates left out, as ``docjepa finetune`` leaves
+    them), then score held-out questions as ``docjepa evaluate`` does: (the new model, its scores)."""
+    return model.improve(
+        data,
+        out,
+        steps,
+        eval_dir,
+        split=SplitConfig(),
+        part="heldout",
+        limit=cfg.eval_limit,
+        threads=cfg.threads,
+        seed=cfg.seed,
+        log_every=max(1, steps // 5),
     )
-    finetune(ft, out, progress=False)
-    return out
 
 
-def heldout_miou(cfg: SimConfig, run: Path, eval_dir: Path) -> dict:
-    from ...eval.evaluate import evaluate
-    from ...predictor import DocumentPredictor
-
-    result = evaluate(
-        DocumentPredictor.from_pretrained(run, device="cpu"),
-        [eval_dir],
-        SplitConfig(),
-        "heldout",
-        cfg.eval_limit,
-        False,
-    )
-    return {
-        "mIoU": result["model"]["mIoU"],
-        "gIoU": result["model"]["gIoU"],
-        "cIoU": result["model"]["cIoU"],
-        "baseline_mIoU": result["baseline"]["mIoU"],
-        "questions": result["questions"],
-    }
-
-
-def propose_page(predictor, page: Page) -> list[dict]:
+def propose_page(model: EngineModel, page: Page) -> list[dict]:
     """The current model's proposals for every question of a page, with what the stages need."""
-    from .proposer import candidate_masks
-
-    predictor.set_page(page)
     out = []
     for q, question in enumerate(page.questions):
-        logits, scores, best, masks = candidate_masks(predictor, page, question.text)
-        ts = truths(page, q)
+        p = model.propose(page, question.text)
         out.append(
             {
                 "q": q,
-                "masks": masks,
-                "best": best,
-                "pred_iou": float(scores[best]),
-                "stability": stages.stability(logits[best]),
-                "uncertainty": stages.uncertainty(logits, scores, best),
-                "true_iou": max(iou(masks[best], t) for t in ts),
+                "masks": p.masks,
+                "best": p.best,
+                "pred_iou": float(p.scores[p.best]),
+                "stability": stages.stability(p.logits[p.best]),
+                "uncertainty": stages.uncertainty(p.logits, p.scores, p.best),
+                "true_iou": max(iou(p.masks[p.best], t) for t in truths(page, q)),
             }
         )
     return out
@@ -176,14 +148,11 @@ def annotate_pages(cfg: SimConfig, pages: list[Page], proposals: list[list[dict]
     return rows
 
 
-def probe(cfg: SimConfig, run: Path | None, pages: list[Page], mode: str) -> dict:
-    """Scripted annotation of the fixed probe pages with a model's proposals (``run`` None: manual)."""
-    from ...predictor import DocumentPredictor
-
-    if run is None:
+def probe(cfg: SimConfig, model: EngineModel | None, pages: list[Page], mode: str) -> dict:
+    """Scripted annotation of the fixed probe pages with a model's proposals (``model`` None: manual)."""
+    if model is None:
         return summarise(annotate_pages(cfg, pages, None, mode))
-    predictor = DocumentPredictor.from_pretrained(run, device="cpu")
-    return summarise(annotate_pages(cfg, pages, [propose_page(predictor, p) for p in pages], mode))
+    return summarise(annotate_pages(cfg, pages, [propose_page(model, p) for p in pages], mode))
 
 
 def summarise(rows: list[dict]) -> dict:
@@ -201,8 +170,7 @@ def summarise(rows: list[dict]) -> dict:
 def simulate(cfg: SimConfig, out: Path, progress: bool = True) -> dict:
     import torch
 
-    from ...data.synth.generate import generate
-    from ...predictor import DocumentPredictor
+    from ....data.synth.generate import generate
 
     torch.set_num_threads(cfg.threads)
     out.mkdir(parents=True, exist_ok=True)
@@ -218,30 +186,29 @@ def simulate(cfg: SimConfig, out: Path, progress: bool = True) -> dict:
     pool = [ds[i] for i in range(len(ds))]
     seed_set, rest = pool[: cfg.seed_pages], pool[cfg.seed_pages :]
 
-    seed_run = finetune_round(
-        cfg, Path(cfg.init), write_pages(seed_set, out / "data" / "seed"), out / "seed", cfg.seed_steps
+    seed_data = write_pages(seed_set, out / "data" / "seed")
+    seed_model, seed_eval = improve(
+        cfg, EngineModel(cfg.init, device="cpu"), seed_data, out / "seed", cfg.seed_steps, eval_dir
     )
-    seed_eval = heldout_miou(cfg, seed_run, eval_dir)
     eval_ds = DocumentDataset(eval_dir)
     probe_set = [eval_ds[i] for i in range(min(cfg.probe_pages, len(eval_ds)))]
-    seed_eval["probe"] = {m: probe(cfg, seed_run, probe_set, m) for m in MODES}
+    seed_eval["probe"] = {m: probe(cfg, seed_model, probe_set, m) for m in MODES}
     log.info("seed model: held-out mIoU %.3f", seed_eval["mIoU"])
     result: dict = {"config": asdict(cfg), "seed": seed_eval, "stages": {}}
 
     for mode in MODES:
         rng = random.Random(cfg.seed)
-        model, annotated, remaining = seed_run, list(seed_set), list(range(len(rest)))
+        model, annotated, remaining = seed_model, list(seed_set), list(range(len(rest)))
         rounds = []
         for r in range(1, cfg.rounds + 1):
             t0 = time.perf_counter()
-            predictor = DocumentPredictor.from_pretrained(model, device="cpu")
             auto = None
             if mode == "assisted":
                 chosen = remaining[: cfg.pages_per_round]
-                proposals = [propose_page(predictor, rest[i]) for i in chosen]
+                proposals = [propose_page(model, rest[i]) for i in chosen]
             else:
                 sample = rng.sample(remaining, min(cfg.sample_pages, len(remaining)))
-                scored = {i: propose_page(predictor, rest[i]) for i in sample}
+                scored = {i: propose_page(model, rest[i]) for i in sample}
                 ranked = sorted(sample, key=lambda i: -float(np.mean([p["uncertainty"] for p in scored[i]] or [0])))
                 chosen = ranked[: cfg.pages_per_round]
                 proposals = [scored[i] for i in chosen]
@@ -262,12 +229,12 @@ def simulate(cfg: SimConfig, out: Path, progress: bool = True) -> dict:
             annotated += [rest[i] for i in chosen]
             remaining = [i for i in remaining if i not in set(chosen)]
             data = write_pages(annotated, out / mode / f"round-{r}" / "data")
-            model = finetune_round(cfg, model, data, out / mode / f"round-{r}" / "model", cfg.steps)
+            model, heldout = improve(cfg, model, data, out / mode / f"round-{r}" / "model", cfg.steps, eval_dir)
             row = {
                 "round": r,
                 "pages_annotated": len(annotated),
                 **summarise(rows),
-                "heldout": heldout_miou(cfg, model, eval_dir),
+                "heldout": heldout,
                 "probe": probe(cfg, model, probe_set, mode),
             }
             if auto is not None:
@@ -295,8 +262,8 @@ def simulate(cfg: SimConfig, out: Path, progress: bool = True) -> dict:
     total = cfg.rounds * cfg.steps  # the same fine-tuning steps as the engine's rounds, from the same seed model
     for name, pages in (("same_edits", manual_pages), ("same_pages", same_pages)):
         data = write_pages(seed_set + pages, out / "manual" / name / "data")
-        run = finetune_round(cfg, seed_run, data, out / "manual" / name / "model", total)
-        manual[name] = {"pages_annotated": len(seed_set) + len(pages), "heldout": heldout_miou(cfg, run, eval_dir)}
+        _, heldout = improve(cfg, seed_model, data, out / "manual" / name / "model", total, eval_dir)
+        manual[name] = {"pages_annotated": len(seed_set) + len(pages), "heldout": heldout}
     manual["same_pages"]["edits_per_mask"] = summarise(annotate_pages(cfg, same_pages, None, "manual"))[
         "edits_per_mask"
     ]
@@ -305,116 +272,3 @@ def simulate(cfg: SimConfig, out: Path, progress: bool = True) -> dict:
     (out / "simulate.json").write_text(json.dumps(result, indent=1))
     plot(result, out / "engine_curve.png")
     return result
-
-
-def plot(result: dict, path: Path) -> None:
-    """Per round: edits per mask, accepted as-is, held-out mIoU (assisted, semi-automatic, manual), and the
-    automatic labels kept and their agreement with the truth."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 4, figsize=(17, 3.8))
-    colours = {"assisted": "tab:blue", "semi": "tab:orange"}
-    manual = result["manual"]
-    for mode, rounds in result["stages"].items():
-        x = [r["round"] for r in rounds]
-        axes[0].plot(
-            x, [r["edits_per_mask"] for r in rounds], "o-", color=colours[mode], label=f"{mode}: that round's pages"
-        )
-        axes[1].plot(
-            x, [r["accepted_as_is"] for r in rounds], "o-", color=colours[mode], label=f"{mode}: that round's pages"
-        )
-        if "probe" in rounds[0]:
-            px = [0, *x]
-            pe = [result["seed"]["probe"][mode]["edits_per_mask"]] + [r["probe"]["edits_per_mask"] for r in rounds]
-            pa = [result["seed"]["probe"][mode]["accepted_as_is"]] + [r["probe"]["accepted_as_is"] for r in rounds]
-            axes[0].plot(px, pe, "s--", color=colours[mode], alpha=0.6, label=f"{mode}: fixed probe pages")
-            axes[1].plot(px, pa, "s--", color=colours[mode], alpha=0.6, label=f"{mode}: fixed probe pages")
-        axes[2].plot(
-            [0, *x],
-            [result["seed"]["mIoU"]] + [r["heldout"]["mIoU"] for r in rounds],
-            "o-",
-            color=colours[mode],
-            label=mode,
-        )
-    axes[0].axhline(manual.get("probe", manual)["edits_per_mask"], color="gray", ls="--", label="manual (no model)")
-    last = max(len(r) for r in result["stages"].values())
-    axes[2].plot([last], [manual["same_edits"]["heldout"]["mIoU"]], "s", color="gray", label="manual, same edits")
-    axes[2].plot([last], [manual["same_pages"]["heldout"]["mIoU"]], "^", color="black", label="manual, same pages")
-    semi = result["stages"].get("semi", [])
-    if semi:
-        x = [r["round"] for r in semi]
-        axes[3].plot(x, [r["automatic"]["kept_fraction"] for r in semi], "o-", color="tab:green", label="kept")
-        axes[3].plot(
-            x, [r["automatic"]["agree_at_0.8"] or 0 for r in semi], "o-", color="tab:red", label="agree (IoU ≥ 0.8)"
-        )
-        axes[3].axhline(0.9, color="tab:red", ls=":", lw=1)
-    titles = ["edits per mask", "accepted as-is", "held-out mIoU", "automatic labels"]
-    for ax, title in zip(axes, titles):
-        ax.set_title(title)
-        ax.set_xlabel("round")
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-
-
-CURVE_START, CURVE_END = "<!-- engine-curve:start -->", "<!-- engine-curve:end -->"
-
-
-def markdown(result: dict, command: str) -> str:
-    """The engine curve as a markdown table (per stage and round), with the manual comparison."""
-    lines = [
-        f"Generated by `{command}` from the simulation's JSON. Edits, accepted and seconds: the annotations made "
-        "with the previous round's model; mIoU: held-out layouts and templates after the round's retraining.",
-        "",
-        "| stage | round | pages annotated | masks | edits / mask | accepted as-is | seconds / mask | probe: edits / "
-        "mask, accepted, s / mask | held-out mIoU | automatic: kept / agree (IoU ≥ 0.8) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-
-    def pr(p: dict | None) -> str:
-        return f"{p['edits_per_mask']:.2f}, {p['accepted_as_is']:.2f}, {p['seconds_per_mask']:.1f}" if p else ""
-
-    for mode in result["stages"]:
-        seed_probe = result["seed"].get("probe", {}).get(mode)
-        lines.append(
-            f"| seed ({mode}) | 0 | {result['config']['seed_pages']} | | | | | {pr(seed_probe)} | "
-            f"{result['seed']['mIoU']:.3f} | |"
-        )
-    for mode, rounds in result["stages"].items():
-        for r in rounds:
-            auto = r.get("automatic")
-            a = ""
-            if auto:
-                agree = auto["agree_at_0.8"]
-                a = f"{auto['kept_fraction']:.2f} / {'–' if agree is None else f'{agree:.2f}'}"
-            lines.append(
-                f"| {mode} | {r['round']} | {r['pages_annotated']} | {r['masks']} | {r['edits_per_mask']:.2f} | "
-                f"{r['accepted_as_is']:.2f} | {r['seconds_per_mask']:.1f} | {pr(r.get('probe'))} | "
-                f"{r['heldout']['mIoU']:.3f} | {a} |"
-            )
-    m = result["manual"]
-    for name, label in (("same_edits", "manual, same edits"), ("same_pages", "manual, same pages")):
-        e = m["edits_per_mask"] if name == "same_edits" else m["same_pages"]["edits_per_mask"]
-        lines.append(
-            f"| {label} | – | {m[name]['pages_annotated']} | | {e:.2f} | 0.00 | {m['seconds_per_mask']:.1f} | "
-            f"{pr(m.get('probe'))} | {m[name]['heldout']['mIoU']:.3f} | |"
-        )
-    return "\n".join(lines)
-
-
-def write_report(result_path: Path, markdown_files: list[Path], plot_path: Path | None) -> str:
-    result = json.loads(Path(result_path).read_text())
-    cmd = f"docjepa engine curve {result_path}" + "".join(f" --markdown {m}" for m in markdown_files)
-    if plot_path is not None:
-        cmd += f" --plot {plot_path}"
-        plot(result, plot_path)
-    from docsections import fill_section
-
-    table = markdown(result, cmd)
-    for md in markdown_files:
-        fill_section(md, CURVE_START, CURVE_END, table)
-    return table

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...data.record import Page
+from ....data.record import Page
+from ..masks import iou
 
 
 @dataclass
@@ -46,11 +47,6 @@ class Outcome:
     seconds: float
     iou: float
     """IoU of the submitted mask with the true answer."""
-
-
-def iou(a: np.ndarray, b: np.ndarray) -> float:
-    union = np.logical_or(a, b).sum()
-    return float(np.logical_and(a, b).sum() / union) if union else 1.0
 
 
 def word_boxes(page: Page) -> list[tuple[int, int, int, int]]:

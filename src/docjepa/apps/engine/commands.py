@@ -1,0 +1,222 @@
+"""What each ``docjepa engine …`` subcommand does (its options are declared in :mod:`.cli`)."""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import sys
+from pathlib import Path
+
+from ...errors import UsageError
+from .db import Database
+
+
+def _db(args, migrate: bool = False) -> Database:
+    db = Database(args.db)
+    if migrate:
+        db.migrate()
+    else:
+        db.require_schema()
+    return db
+
+
+def cmd_init(args) -> None:
+    from . import store
+
+    db = _db(args, migrate=True)
+    result = {"db": args.db, "schema": db.revision()}
+    if args.checkpoint:
+        from ...modeling.files import SEGMENTATION, require_model
+
+        require_model(args.checkpoint, (SEGMENTATION,), "proposing masks")
+        result["checkpoint"] = store.set_serving_model(db, args.checkpoint)
+    totals = {"pages_added": 0, "pages_already_there": 0, "tasks_added": 0}
+    from ...data.importer import iter_pages
+
+    for page in iter_pages(args.data, args.dpi, args.lang, args.limit, not args.no_progress):
+        for k, v in store.add_pages(db, [page], with_questions=not args.no_questions).items():
+            totals[k] += v
+    print(json.dumps(result | totals | {"totals": store.counts(db)}, indent=1))
+
+
+def _password(args) -> str:
+    if args.password_env:
+        value = os.environ.get(args.password_env)
+        if not value:
+            raise UsageError(f"environment variable {args.password_env} is empty or unset")
+        return value
+    if sys.stdin.isatty():
+        first = getpass.getpass(f"password for {args.name}: ")
+        if first != getpass.getpass("again: "):
+            raise UsageError("the two passwords differ")
+        return first
+    return sys.stdin.readline().rstrip("\n")
+
+
+def cmd_user_add(args) -> None:
+    from . import store
+
+    db = _db(args)
+    try:
+        uid = store.add_user(db, args.name, args.role, _password(args))
+    except store.Invalid as err:
+        raise UsageError(str(err)) from None
+    print(json.dumps({"id": uid, "name": args.name, "role": args.role}))
+
+
+def cmd_user_list(args) -> None:
+    from . import store
+
+    print(json.dumps(store.list_users(_db(args)), indent=1))
+
+
+def cmd_serve(args) -> None:
+    import uvicorn
+
+    from . import store
+    from .app import ServerConfig, create_app
+
+    db = _db(args)
+    checkpoint = args.checkpoint
+    if checkpoint is None and not args.no_model:
+        checkpoint = store.serving_model(db)
+        if checkpoint is None:
+            raise UsageError("give --checkpoint RUN (or --no-model to annotate without proposals)")
+    cfg = ServerConfig(
+        db=args.db,
+        checkpoint=None if args.no_model else checkpoint,
+        media=str(args.media),
+        lease_seconds=args.lease_minutes * 60,
+        max_upload_bytes=args.max_upload_mb * 2**20,
+        secure_cookie=args.secure_cookie,
+        device=args.device,
+        model_threads=args.model_threads,
+    )
+    app = create_app(cfg)
+    model = app.state.proposer.version if app.state.proposer else "none"
+    print(f"annotate at http://{args.host}:{args.port}/  (model: {model})", flush=True)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, workers=1)
+
+
+def cmd_export(args) -> None:
+    from .export import export
+
+    reviews = tuple(r.strip() for r in args.reviews.split(",") if r.strip())
+    bad = [r for r in reviews if r not in ("pending", "approved", "rejected")]
+    if bad or not reviews:
+        raise UsageError(f"--reviews takes pending, approved, rejected (comma-separated), not {args.reviews!r}")
+    print(json.dumps(export(_db(args), args.format, args.out, reviews, args.val_fraction), indent=1))
+
+
+def cmd_stats(args) -> None:
+    from .stats import write
+
+    print(json.dumps(write(_db(args), args.out), indent=1))
+
+
+def cmd_check(args) -> None:
+    problems = _db(args).integrity_problems()
+    print(json.dumps({"db": args.db, "problems": problems}, indent=1))
+    if problems:
+        raise SystemExit(1)
+
+
+def cmd_propose_questions(args) -> None:
+    from .automation import propose_questions
+    from .retrain import serving_checkpoint
+
+    db = _db(args)
+    print(
+        json.dumps(
+            propose_questions(db, args.checkpoint or serving_checkpoint(db), args.bank_min_score, not args.no_progress),
+            indent=1,
+        )
+    )
+
+
+def cmd_autolabel(args) -> None:
+    from .automation import autolabel
+    from .retrain import serving_checkpoint
+
+    db = _db(args)
+    print(
+        json.dumps(
+            autolabel(
+                db, args.checkpoint or serving_checkpoint(db), args.agree, args.target, args.limit, not args.no_progress
+            ),
+            indent=1,
+        )
+    )
+
+
+def cmd_retrain(args) -> None:
+    from .retrain import DEFAULT_CONFIG, retrain
+
+    config = args.config or DEFAULT_CONFIG
+    print(
+        json.dumps(
+            retrain(
+                _db(args),
+                args.out,
+                args.steps,
+                args.include_machine,
+                args.val_fraction,
+                args.min_gain,
+                config,
+                args.threads,
+            ),
+            indent=1,
+        )
+    )
+
+
+def cmd_rounds(args) -> None:
+    from .retrain import list_rounds
+
+    print(json.dumps(list_rounds(_db(args)), indent=1))
+
+
+def cmd_curve(args) -> None:
+    from .simulation.curve import write_report
+
+    print(write_report(args.result, args.markdown, args.plot))
+
+
+def cmd_simulate(args) -> None:
+    import logging
+
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    from .simulation.run import SimConfig, simulate
+
+    init = Path(args.init)
+    if not init.exists():
+        raise UsageError(f"no model at --init {init} (a pre-training run, e.g. runs/demo/pretrain after make demo)")
+    cfg = SimConfig(
+        init=str(init),
+        pool_pages=args.pool_pages,
+        eval_pages=args.eval_pages,
+        seed_pages=args.seed_pages,
+        rounds=args.rounds,
+        pages_per_round=args.pages_per_round,
+        steps=args.steps,
+        seed_steps=args.seed_steps,
+        sample_pages=args.sample_pages,
+        eval_limit=args.eval_limit,
+        page_size=args.page_size,
+        threads=args.threads,
+        seed=args.seed,
+    )
+    result = simulate(cfg, args.out, progress=not args.no_progress)
+    last = {m: r[-1]["heldout"]["mIoU"] for m, r in result["stages"].items()}
+    print(
+        json.dumps(
+            {
+                "out": str(args.out),
+                "seed_mIoU": result["seed"]["mIoU"],
+                "last_round_mIoU": last,
+                "manual": {k: result["manual"][k]["heldout"]["mIoU"] for k in ("same_edits", "same_pages")},
+            },
+            indent=1,
+        )
+    )

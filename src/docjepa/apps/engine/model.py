@@ -1,0 +1,213 @@
+"""The model behind the engine, through one narrow interface: :class:`EngineModel` proposes candidate masks for a
+question on a page, scores itself on annotated pages, and fine-tunes a successor on them.
+
+The server's worker thread (:mod:`.proposer`), the semi-automatic and automatic stages (:mod:`.automation`),
+retraining rounds (:mod:`.retrain`) and the simulation (:mod:`.simulation`) all reach the model through it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+
+from ...data.prompt import box_mask
+from ...data.record import Page
+from ...data.split import SplitConfig
+from ...predictor import choose_mask, page_region
+from . import launcher
+
+DEFAULT_CONFIG = "finetune/tiny"
+"""The packaged fine-tuning config a successor is trained with when none is given."""
+
+
+def all_questions() -> SplitConfig:
+    """A split that holds nothing out: pages annotated in the engine have no layouts or templates to hold out."""
+    return SplitConfig(layouts=[], template_modulus=0)
+
+
+def model_version(model_dir: Path) -> str:
+    """``RUN-FOLDER-NAME:sha256[:10]`` of the weights: which model proposed an annotation."""
+    weights = sorted(Path(model_dir).glob("*.safetensors")) or sorted(Path(model_dir).glob("*.bin"))
+    digest = hashlib.sha256()
+    for w in weights:
+        with open(w, "rb") as f:
+            for chunk in iter(lambda f=f: f.read(1 << 20), b""):
+                digest.update(chunk)
+    name = Path(model_dir).resolve()
+    label = name.parents[2].name if name.name == "model" and name.parent.parent.name == "checkpoints" else name.name
+    return f"{label}:{digest.hexdigest()[:10]}"
+
+
+@dataclass
+class Proposal:
+    """The decoder's candidates for one question, each snapped to the OCR words it covers, at page resolution."""
+
+    logits: object
+    """(candidates, h, w) mask logits of the decoder (a tensor)."""
+    scores: object
+    """Predicted IoU of each candidate (a tensor)."""
+    best: int
+    """The candidate the predictor answers with."""
+    masks: list[np.ndarray]
+    """(H, W) bool mask of each candidate."""
+    encode_seconds: float = 0.0
+    decode_seconds: float = 0.0
+
+
+class EngineModel:
+    """A Document-JEPA model as the engine uses it, loaded when first asked (fine-tuning from a pre-training run
+    never loads it). ``cache_pages``: page encodings kept (by the key the caller gives), so that questions about a
+    page seen recently cost only the decoder."""
+
+    def __init__(self, checkpoint: str | Path, device: str | None = None, cache_pages: int = 16) -> None:
+        self.checkpoint, self.device = str(checkpoint), device
+        self.cache: OrderedDict[object, tuple] = OrderedDict()
+        self.cache_pages = cache_pages
+
+    @cached_property
+    def predictor(self):
+        from ...predictor import DocumentPredictor
+
+        return DocumentPredictor.from_pretrained(self.checkpoint, device=self.device)
+
+    @cached_property
+    def version(self) -> str:
+        """Which model this is (see :func:`model_version`)."""
+        from ...modeling.files import resolve_model_dir
+
+        return model_version(resolve_model_dir(self.checkpoint))
+
+    def load(self) -> EngineModel:
+        """Load the weights and hash them now, not at the first question (a server does it before it listens)."""
+        for attribute in ("predictor", "version"):
+            getattr(self, attribute)
+        return self
+
+    def encode(self, page: Page, key: object = None) -> float:
+        """Make ``page`` the current page: from the cache when ``key`` was encoded before, not at all when it is the
+        current page already; seconds spent encoding."""
+        p = self.predictor
+        if key is not None and key in self.cache:
+            self.cache.move_to_end(key)
+            p.page, p.encoding, p.scale, p.word_index = self.cache[key]
+            return 0.0
+        if key is None and getattr(p, "page", None) is page:
+            return 0.0
+        t = time.perf_counter()
+        p.set_page(page)
+        if key is not None:
+            self.cache[key] = (p.page, p.encoding, p.scale, p.word_index)
+            while len(self.cache) > self.cache_pages:
+                self.cache.popitem(last=False)
+        return time.perf_counter() - t
+
+    def propose(self, page: Page, question: str, key: object = None) -> Proposal:
+        """Candidate masks for ``question`` on ``page`` (encoded once per ``key``, or once while it stays current)."""
+        encode_s = self.encode(page, key)
+        t = time.perf_counter()
+        logits, scores, best, masks = candidate_masks(self.predictor, page, question)
+        return Proposal(logits, scores, best, masks, encode_s, time.perf_counter() - t)
+
+    def score(self, data: Path, split: SplitConfig | None = None, part: str = "all", limit: int | None = None) -> dict:
+        """mIoU / gIoU / cIoU of the model and the baseline's mIoU on the ``part`` questions of the shards in
+        ``data`` (as ``docjepa evaluate`` scores); the current page is encoded again afterwards when needed."""
+        from ...eval.evaluate import evaluate
+
+        result = evaluate(self.predictor, [Path(data)], split or all_questions(), part, limit, False)
+        m = result["model"]
+        return {
+            "mIoU": m["mIoU"],
+            "gIoU": m["gIoU"],
+            "cIoU": m["cIoU"],
+            "baseline_mIoU": result["baseline"]["mIoU"],
+            "questions": result["questions"],
+        }
+
+    def fine_tune(
+        self,
+        data: Path,
+        out: Path,
+        steps: int,
+        split: SplitConfig | None = None,
+        config: str | None = DEFAULT_CONFIG,
+        threads: int | None = None,
+        seed: int | None = None,
+        log_every: int | None = None,
+        child: bool = False,
+    ) -> Path:
+        """Fine-tune a successor from this model on the shards in ``data`` into the run folder ``out`` (returned;
+        a finished run there is taken as it is). ``child``: in a ``docjepa finetune`` child process, so that the
+        caller's memory and threads stay its own; else in this process."""
+        out = Path(out)
+        if (out / "last_metrics.json").is_file():
+            return out
+        split = split or all_questions()
+        overrides = [
+            f"--model.init={self.checkpoint}",
+            f"--data.train=[{data}]",
+            f"--data.split.layouts=[{','.join(split.layouts)}]",
+            f"--data.split.template_modulus={split.template_modulus}",
+            f"--run.steps={steps}",
+            f"--run.checkpoint_every={steps}",
+        ]
+        overrides += [f"--run.log_every={log_every}"] if log_every else []
+        overrides += [f"--run.threads={threads}"] if threads else []
+        overrides += [f"--run.seed={seed}"] if seed is not None else []
+        if child:
+            launcher.run(
+                ["finetune", *(["--config", config] if config else []), "--out", out, *overrides], "fine-tuning"
+            )
+            return out
+        from ...config import load_config
+        from ...train.finetune import FinetuneConfig, finetune
+
+        finetune(load_config(FinetuneConfig, config, overrides), out, progress=False)
+        return out
+
+    def improve(
+        self,
+        data: Path,
+        out: Path,
+        steps: int,
+        val: Path,
+        split: SplitConfig | None = None,
+        part: str = "all",
+        limit: int | None = None,
+        train: Callable[[str, Path, Path], Path] | None = None,
+        **options: object,
+    ) -> tuple[EngineModel, dict]:
+        """Fine-tune a successor (:meth:`fine_tune` with ``options``, or ``train(checkpoint, data, out) -> run``) and
+        score it on ``val``: (the successor, its scores). One turn of the engine's loop (a round, real or simulated)."""
+        run = train(self.checkpoint, data, out) if train else self.fine_tune(data, out, steps, split, **options)
+        successor = EngineModel(run, self.device, self.cache_pages)
+        return successor, successor.score(val, split, part, limit)
+
+
+def candidate_masks(predictor, page: Page, question: str):
+    """The decoder's candidates for a question on the predictor's current page (``page``), each snapped to the OCR
+    words it covers as ``predict`` snaps its answer, at the page's resolution: (logits, scores, best, masks)."""
+    logits, scores = predictor.predict_logits(question)
+    frame = predictor.scale * logits.shape[-1] / predictor.size
+    best = choose_mask(logits, scores, page_region(predictor.page, frame, logits.shape[-1]))
+    full = []
+    for k in range(logits.shape[0]):
+        small, box = predictor.answer_mask(logits, scores, best=k)
+        if box is not None:
+            full.append(box_mask(box, page, 1.0, max(page.height, page.width))[: page.height, : page.width])
+        else:
+            full.append(_upsample(small, page, frame))
+    return logits, scores, int(best), full
+
+
+def _upsample(small: np.ndarray, page: Page, frame: float) -> np.ndarray:
+    """A square-frame mask (page pixels × frame = mask pixels) at the page's resolution (nearest pixel)."""
+    ys = np.minimum((np.arange(page.height) * frame).astype(int), small.shape[0] - 1)
+    xs = np.minimum((np.arange(page.width) * frame).astype(int), small.shape[1] - 1)
+    return small[np.ix_(ys, xs)]

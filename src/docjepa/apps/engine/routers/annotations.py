@@ -1,0 +1,45 @@
+"""Annotations: saving a task's answer, one's own recent answers, reading one (and its mask), changing one."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, HTTPException, Response
+
+from .. import masks, store
+from ..dependencies import DB, User
+from ..schemas import AnswerIn, AnswerUpdate
+
+router = APIRouter(prefix="/api", tags=["annotations"])
+
+
+@router.post("/tasks/{task_id}/annotation")
+def annotate(task_id: int, body: AnswerIn, who: User, db: DB) -> dict:
+    task = store.task_for(db, task_id, who["id"])
+    answer = body.to_answer(task["page"]["height"], task["page"]["width"])
+    return store.create_annotation(db, task_id, who["id"], answer)
+
+
+@router.get("/annotations/mine")
+def mine(who: User, db: DB, limit: int = 50) -> list:
+    return store.my_annotations(db, who["id"], max(1, min(limit, 500)))
+
+
+@router.get("/annotations/{annotation_id}")
+def get_annotation(annotation_id: int, who: User, db: DB) -> dict:
+    a = store.get_annotation(db, annotation_id)
+    if a["user_id"] != who["id"] and store.rank(who["role"]) < store.rank("reviewer"):
+        raise HTTPException(403, "this annotation is someone else's")
+    return a | {"page": store.page_info(db, a["page_id"])}
+
+
+@router.get("/annotations/{annotation_id}/mask.png")
+def annotation_mask(annotation_id: int, who: User, db: DB) -> Response:
+    a = get_annotation(annotation_id, who, db)
+    if not a["answerable"]:
+        raise HTTPException(404, "this annotation says the question is not answerable on the page")
+    return Response(masks.to_png(masks.decode(a["mask"])), media_type="image/png")
+
+
+@router.put("/annotations/{annotation_id}")
+def update(annotation_id: int, body: AnswerUpdate, who: User, db: DB) -> dict:
+    page = store.page_info(db, store.get_annotation(db, annotation_id)["page_id"])
+    return store.update_annotation(db, annotation_id, body.version, who, body.to_answer(page["height"], page["width"]))

@@ -1,0 +1,60 @@
+"""Tasks: the next one (under a lease), renewing and releasing the lease, questions added, the model's proposals."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, HTTPException
+from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
+
+from .. import store
+from ..dependencies import DB, Admin, Config, Model, User
+from ..schemas import NewTask, ProposeIn
+
+router = APIRouter(prefix="/api/tasks", tags=["tasks"])
+
+
+@router.post("/next")
+def next_task(who: User, db: DB, cfg: Config):
+    task = store.claim_next(db, who["id"], cfg.lease_seconds)
+    return task if task is not None else JSONResponse({"detail": "no open task"}, status_code=404)
+
+
+@router.get("/{task_id}")
+def get_task(task_id: int, who: User, db: DB) -> dict:
+    return store.task_for(db, task_id, who["id"])
+
+
+@router.post("/{task_id}/renew")
+def renew(task_id: int, who: User, db: DB, cfg: Config) -> dict:
+    return store.renew(db, task_id, who["id"], cfg.lease_seconds)
+
+
+@router.post("/{task_id}/release")
+def release(task_id: int, who: User, db: DB) -> dict:
+    store.release(db, task_id, who["id"])
+    return {"ok": True}
+
+
+@router.post("/{task_id}/missed")
+def add_missed(task_id: int, body: ProposeIn, who: User, db: DB) -> dict:
+    """A question the engine did not ask about the page of a task the caller holds: a new task on that page."""
+    task = store.task_for(db, task_id, who["id"])
+    return {"id": store.add_task(db, task["page_id"], body.question, qtype="user-added")}
+
+
+@router.post("")
+def add_task(body: NewTask, who: Admin, db: DB) -> dict:
+    return {"id": store.add_task(db, body.page_id, body.question)}
+
+
+@router.post("/{task_id}/propose")
+async def propose(task_id: int, body: ProposeIn, who: User, db: DB, cfg: Config, proposer: Model) -> dict:
+    if proposer is None:
+        raise HTTPException(503, "no model: the server was started without --checkpoint")
+    task = await run_in_threadpool(store.task_for, db, task_id, who["id"])
+    if task["question"] is not None and body.question.strip() != task["question"]:
+        raise store.Invalid("the question of this task cannot be changed")
+    if proposer.due(cfg.follow_seconds):  # a retraining round may have promoted another model
+        proposer.follow(await run_in_threadpool(store.serving_model, db))
+    page = await run_in_threadpool(store.load_page, db, task["page_id"])
+    return await proposer.propose(task["page_id"], page, body.question.strip())

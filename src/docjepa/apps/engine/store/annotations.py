@@ -1,0 +1,239 @@
+"""Annotations: people's answers and automatic labels, saved with optimistic concurrency (a version per row)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from sqlalchemy import select, update
+
+from .. import masks
+from ..db import Database
+from ..tables import Annotation, PageRow, Task, User, now
+from .accounts import rank
+from .audit import _audit
+from .errors import Conflict, Forbidden, Invalid, NotFound
+from .tasks import _held_task
+
+MAX_SECONDS = 24 * 3600
+"""Longest time an annotation may report (a tab left open overnight is capped, not trusted)."""
+
+
+@dataclass
+class Answer:
+    """What an annotator submits."""
+
+    question: str
+    answerable: bool
+    mask: np.ndarray | None
+    seconds: float = 0.0
+    edits: int = 0
+    candidate: int | None = None
+    model_version: str | None = None
+
+
+def check_answer(answer: Answer, page: PageRow) -> tuple[dict | None, list[int]]:
+    if not answer.question.strip():
+        raise Invalid("the question is empty")
+    if len(answer.question) > 1000:
+        raise Invalid("the question is longer than 1000 characters")
+    if not 0 <= answer.seconds <= MAX_SECONDS:
+        raise Invalid(f"seconds must be in [0, {MAX_SECONDS}]")
+    if answer.edits < 0:
+        raise Invalid("edits must be at least 0")
+    if answer.candidate is not None and not 0 <= answer.candidate < 16:
+        raise Invalid("candidate must be a candidate's index")
+    if not answer.answerable:
+        return None, []
+    if answer.mask is None or not answer.mask.any():
+        raise Invalid("the answer mask is empty: draw the answer, or mark the question not answerable on this page")
+    if answer.mask.shape != (page.height, page.width):
+        raise Invalid(f"the mask is {answer.mask.shape[1]}×{answer.mask.shape[0]}, the page {page.width}×{page.height}")
+    return masks.encode(answer.mask), masks.words_inside(page.words, answer.mask)
+
+
+def annotation_json(a: Annotation) -> dict:
+    return {
+        "id": a.id,
+        "task_id": a.task_id,
+        "page_id": a.page_id,
+        "question": a.question,
+        "answerable": a.answerable,
+        "mask": a.mask,
+        "word_ids": a.word_ids,
+        "user_id": a.user_id,
+        "model_version": a.model_version,
+        "candidate": a.candidate,
+        "seconds": a.seconds,
+        "edits": a.edits,
+        "review": a.review,
+        "review_reason": a.review_reason,
+        "reviewer_id": a.reviewer_id,
+        "version": a.version,
+        "source": a.source,
+        "created_at": a.created_at,
+        "updated_at": a.updated_at,
+    }
+
+
+def create_annotation(db: Database, task_id: int, user_id: int, answer: Answer) -> dict:
+    """Save the answer of a task the caller holds, and close the task, in one transaction."""
+    with db.write() as s:
+        task = _held_task(s, task_id, user_id)
+        page = s.get(PageRow, task.page_id)
+        if task.question is not None and answer.question.strip() != task.question:
+            raise Invalid("the question of this task cannot be changed")
+        rle, words = check_answer(answer, page)
+        t = now()
+        a = Annotation(
+            task_id=task.id,
+            page_id=task.page_id,
+            question=answer.question.strip(),
+            answerable=answer.answerable,
+            mask=rle,
+            word_ids=words,
+            user_id=user_id,
+            model_version=answer.model_version,
+            candidate=answer.candidate,
+            seconds=float(answer.seconds),
+            edits=int(answer.edits),
+            review="pending",
+            review_reason="",
+            version=1,
+            created_at=t,
+            updated_at=t,
+            source="human",
+        )
+        s.add(a)
+        task.status, task.lease_user_id, task.lease_expires = "done", None, None
+        s.flush()
+        _audit(s, user_id, "create", a.id, None, annotation_json(a))
+        return annotation_json(a)
+
+
+AUTOLABEL_USER = "autolabel"
+"""The account automatic labels are made under (inactive: nobody signs in as it)."""
+
+
+def machine_user(db: Database) -> int:
+    with db.write() as s:
+        uid = s.scalar(select(User.id).where(User.name == AUTOLABEL_USER))
+        if uid is None:
+            user = User(name=AUTOLABEL_USER, role="annotator", password_hash="!", active=False, created_at=now())
+            s.add(user)
+            s.flush()
+            uid = user.id
+        return uid
+
+
+def create_machine_annotation(db: Database, task_id: int, mask: np.ndarray, model_version: str) -> dict | None:
+    """An automatic label for an open task nobody holds; None when the task was taken or done meanwhile."""
+    uid = machine_user(db)
+    with db.write() as s:
+        task = s.get(Task, task_id)
+        if (
+            task is None
+            or task.status != "open"
+            or (task.lease_user_id is not None and (task.lease_expires or 0) > now())
+        ):
+            return None
+        page = s.get(PageRow, task.page_id)
+        rle, words = check_answer(Answer(task.question or "", True, mask, model_version=model_version), page)
+        t = now()
+        a = Annotation(
+            task_id=task.id,
+            page_id=task.page_id,
+            question=task.question,
+            answerable=True,
+            mask=rle,
+            word_ids=words,
+            user_id=uid,
+            model_version=model_version,
+            candidate=None,
+            seconds=0.0,
+            edits=0,
+            review="pending",
+            review_reason="",
+            version=1,
+            created_at=t,
+            updated_at=t,
+            source="machine",
+        )
+        s.add(a)
+        task.status, task.lease_user_id, task.lease_expires = "done", None, None
+        s.flush()
+        _audit(s, None, "create", a.id, None, annotation_json(a))
+        return annotation_json(a)
+
+
+def get_annotation(db: Database, annotation_id: int) -> dict:
+    with db.read() as s:
+        a = s.get(Annotation, annotation_id)
+        if a is None:
+            raise NotFound(f"no annotation {annotation_id}")
+        return annotation_json(a)
+
+
+def _conditional_update(db: Database, annotation_id: int, version: int, user: dict, values: dict, action: str) -> dict:
+    """Apply ``values`` when the row is still at ``version``; otherwise record the refused attempt and raise
+    Conflict with the current row."""
+    with db.write() as s:
+        a = s.get(Annotation, annotation_id)
+        if a is None:
+            raise NotFound(f"no annotation {annotation_id}")
+        before = annotation_json(a)
+        if action == "update" and a.user_id != user["id"] and rank(user["role"]) < rank("reviewer"):
+            raise Forbidden("only its author or a reviewer may change an annotation")
+        res = s.execute(
+            update(Annotation)
+            .where(Annotation.id == annotation_id, Annotation.version == version)
+            .values(**values, version=version + 1, updated_at=now())
+            .execution_options(synchronize_session=False)
+        )
+        if res.rowcount == 1:
+            s.expire(a)
+            after = annotation_json(s.get(Annotation, annotation_id))
+            _audit(s, user["id"], action, annotation_id, before, after)
+            return after
+    # Stale: nothing was written; keep what the caller tried, in its own transaction, then refuse.
+    with db.write() as s:
+        current = annotation_json(s.get(Annotation, annotation_id))
+        attempt = {k: v for k, v in values.items()} | {"from_version": version}
+        _audit(s, user["id"], "conflict", annotation_id, current, _jsonable(attempt))
+    raise Conflict(
+        f"annotation {annotation_id} changed (version {current['version']}, you had {version}); reload it", current
+    )
+
+
+def _jsonable(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: (float(v) if isinstance(v, np.floating) else v) for k, v in d.items()}
+
+
+def update_annotation(db: Database, annotation_id: int, version: int, user: dict, answer: Answer) -> dict:
+    with db.read() as s:
+        a = s.get(Annotation, annotation_id)
+        if a is None:
+            raise NotFound(f"no annotation {annotation_id}")
+        page = s.get(PageRow, a.page_id)
+    rle, words = check_answer(answer, page)
+    values = {
+        "question": answer.question.strip(),
+        "answerable": answer.answerable,
+        "mask": rle,
+        "word_ids": words,
+        "seconds": float(answer.seconds),
+        "edits": int(answer.edits),
+        "candidate": answer.candidate,
+        "model_version": answer.model_version,
+        "review": "pending",
+    }
+    return _conditional_update(db, annotation_id, version, user, values, "update")
+
+
+def my_annotations(db: Database, user_id: int, limit: int = 50) -> list[dict]:
+    with db.read() as s:
+        rows = s.scalars(
+            select(Annotation).where(Annotation.user_id == user_id).order_by(Annotation.created_at.desc()).limit(limit)
+        )
+        return [annotation_json(a) for a in rows]

@@ -1,0 +1,61 @@
+"""Review: approve, reject or fix an annotation; what a reviewer sees next."""
+
+from __future__ import annotations
+
+from sqlalchemy import func, select
+
+from ..db import Database
+from ..tables import Annotation, PageRow
+from .accounts import rank
+from .annotations import Answer, _conditional_update, annotation_json, check_answer
+from .errors import Forbidden, Invalid, NotFound
+from .pages import page_json
+
+
+def review_annotation(
+    db: Database,
+    annotation_id: int,
+    version: int,
+    user: dict,
+    decision: str,
+    reason: str = "",
+    fix: Answer | None = None,
+) -> dict:
+    """approve / reject (a reason is required) / fix (a corrected answer and a reason; the fix is approved)."""
+    if rank(user["role"]) < rank("reviewer"):
+        raise Forbidden("reviewing needs the reviewer or admin role")
+    if decision not in ("approve", "reject", "fix"):
+        raise Invalid("decision must be approve, reject or fix")
+    if decision != "approve" and not reason.strip():
+        raise Invalid(f"{decision} needs a reason")
+    values = {
+        "review": "rejected" if decision == "reject" else "approved",
+        "review_reason": reason.strip(),
+        "reviewer_id": user["id"],
+    }
+    if decision == "fix":
+        if fix is None:
+            raise Invalid("fix needs the corrected answer")
+        with db.read() as s:
+            a = s.get(Annotation, annotation_id)
+            if a is None:
+                raise NotFound(f"no annotation {annotation_id}")
+            page = s.get(PageRow, a.page_id)
+        rle, words = check_answer(fix, page)
+        values |= {"mask": rle, "word_ids": words, "answerable": fix.answerable, "question": fix.question.strip()}
+    return _conditional_update(db, annotation_id, version, user, values, "review")
+
+
+def next_for_review(db: Database, user: dict, source: str | None = None) -> dict | None:
+    """The oldest pending annotation made by someone else; with ``source="machine"``, a random pending automatic
+    label (reviewers audit a sample of them)."""
+
+    with db.read() as s:
+        q = select(Annotation).where(Annotation.review == "pending", Annotation.user_id != user["id"])
+        if source is not None:
+            q = q.where(Annotation.source == source)
+        q = q.order_by(func.random()) if source == "machine" else q.order_by(Annotation.updated_at, Annotation.id)
+        a = s.scalar(q.limit(1))
+        if a is None:
+            return None
+        return annotation_json(a) | {"page": page_json(s.get(PageRow, a.page_id))}
