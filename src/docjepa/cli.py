@@ -339,7 +339,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--exclude",
         type=Path,
         default=None,
-        help="a real-page benchmark file (benchmarks/real/questions.json): its documents are passed over",
+        help="a real-page benchmark file, or real (the packaged one): its documents are passed over",
     )
     m.set_defaults(func=cmd_import)
     s = sub.add_parser("show", help="draw pages with word boxes and answer masks as PNG")
@@ -439,7 +439,9 @@ def build_parser() -> argparse.ArgumentParser:
     rv.add_argument("--bad", nargs="*", default=[])
     rv.add_argument("--note", default="", help="why the --bad ones are wrong")
     rr = rsub.add_parser("run", help="score models and the OCR baseline per question kind")
-    rr.add_argument("questions", type=Path, help="benchmarks/real/questions.json")
+    rr.add_argument(
+        "questions", nargs="?", default="real", help="a questions file, or real (the packaged benchmark, the default)"
+    )
     rr.add_argument("--pdfs", type=Path, required=True, help="folder holding the benchmark's documents")
     rr.add_argument("--model", type=_model_spec, action="append", default=[], help="NAME=CHECKPOINT (repeat)")
     rr.add_argument("--out", type=Path, required=True)

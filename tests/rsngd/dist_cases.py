@@ -1,4 +1,5 @@
-"""Cases run on every rank of a spawned gloo group (``tests/rsngd/test_distributed.py``, benchmarks/distributed.py).
+"""Cases run on every rank of a spawned gloo group (``tests/rsngd/test_distributed.py``,
+``benchmarks/scripts/distributed.py``).
 
 Each rank computes the one-process reference itself (the whole global batch on a whole model) and compares its
 distributed run with it, so nothing but a pass/fail and the measured differences has to leave the processes.

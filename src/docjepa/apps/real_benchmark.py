@@ -14,8 +14,9 @@ Three steps, each a sub-command:
     predicted IoU and a grid of overlays; writes ``real.json``, ``reliability.png``, ``overlays.png`` and, with
     ``--markdown``, a table into the marked section of a doc.
 
-The questions file (``benchmarks/real/questions.json``) holds boxes in page pixels at its ``dpi``, the documents'
-digests and the Debian packages they come from, so the benchmark is the same on every machine.
+The questions file (packaged as ``docjepa/benchmarks/real-questions.json``, named ``real``) holds boxes in page
+pixels at its ``dpi``, the documents' digests and the Debian packages they come from, so the benchmark is the same on
+every machine.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import json
 import logging
 import random
 from collections import defaultdict
+from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -40,8 +42,23 @@ FORMAT = "docjepa-real-benchmark/1"
 COLOURS = {"truth": (40, 170, 60), "model": (230, 40, 40), "baseline": (40, 90, 230)}
 
 
-def load(path: Path) -> dict:
-    """A questions file, checked."""
+PACKAGED = "real"
+"""The name of the benchmark that ships with docjepa (``docjepa/benchmarks/real-questions.json``)."""
+
+
+def questions_file(path: Path | str = PACKAGED) -> Path:
+    """A questions file on disk, else the packaged benchmark for ``real`` (or the path earlier docs gave it,
+    ``benchmarks/real/questions.json``), found from any working directory."""
+    if Path(path).is_file():
+        return Path(path)
+    if str(path) in (PACKAGED, "benchmarks/real/questions.json"):
+        return Path(str(resources.files("docjepa") / "benchmarks" / "real-questions.json"))
+    raise UsageError(f"no questions file at {path} (the packaged benchmark is named {PACKAGED!r})")
+
+
+def load(path: Path | str) -> dict:
+    """A questions file (or the packaged benchmark, see :func:`questions_file`), checked."""
+    path = questions_file(path)
     try:
         spec = json.loads(Path(path).read_text())
     except (OSError, ValueError) as err:
@@ -57,7 +74,8 @@ def load(path: Path) -> dict:
 def benchmark_digests(path: Path) -> set[str]:
     """SHA-256 digests of a benchmark file's documents (``docjepa import --exclude``), or of a text file listing one
     digest per line."""
-    text = Path(path).read_text()
+    path = questions_file(path)
+    text = path.read_text()
     if text.lstrip().startswith("{"):
         return {d["sha256"] for d in load(path)["documents"].values()}
     return {line.strip() for line in text.splitlines() if line.strip()}
@@ -179,6 +197,7 @@ def contact_sheets(spec: dict, pages: dict, out: Path, per_sheet: int = 10) -> l
 
 def verify(path: Path, good: list[str], bad: list[str], note: str = "") -> dict:
     """Record verdicts in a questions file: ``good`` ids become ``verified: true``, ``bad`` ones ``false``."""
+    path = questions_file(path)
     spec = load(path)
     ids = {q["id"]: q for q in spec["questions"]}
     unknown = [i for i in [*good, *bad] if i not in ids]

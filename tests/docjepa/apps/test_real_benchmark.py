@@ -149,3 +149,14 @@ def test_calibrate_and_predict_show_confidence(pdfs, model, tmp_path):
     assert p.known is bool(p.answer.any())
     predictor.calibration = None
     assert predictor.predict("What is the title?").known is None
+
+
+def test_the_packaged_benchmark_is_found_by_name_from_any_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    spec = rb.load("real")
+    verified = [q for q in spec["questions"] if q.get("verified") is True]
+    assert len(verified) == 162 and len({q["doc_id"] for q in verified}) == 60  # as docs/docjepa-real.md states
+    assert rb.load("benchmarks/real/questions.json") == spec  # the path older commands give
+    assert rb.benchmark_digests("real") == {d["sha256"] for d in spec["documents"].values()}
+    with pytest.raises(UsageError, match="no questions file"):
+        rb.load("elsewhere.json")

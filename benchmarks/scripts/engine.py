@@ -1,0 +1,310 @@
+"""The data engine on this machine: page load and proposal latency (median, p90) over HTTP, saves per second with
+many annotators at once, and a screenshot of the annotation page with a trained model's proposals.
+
+    python benchmarks/scripts/engine.py --checkpoint runs/demo/finetune --data runs/demo/data/eval \
+        --out benchmarks/results/docjepa/engine/engine.json --screenshot docs/images/engine-annotate.png
+
+A fresh SQLite database (or ``--db URL``, which must be empty) is filled with the data's pages and their questions;
+the server runs in its own process (uvicorn, one worker, the model in its worker thread), as ``docjepa engine
+serve`` runs it. Results: JSON at ``--out``; ``python benchmarks/scripts/engine.py report RESULTS… --markdown FILE``
+turns them into the table of docs/engine.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import io
+import json
+import os
+import platform
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+
+PASSWORD = "benchmark password"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Client:
+    def __init__(self, base: str, name: str) -> None:
+        self.base = base
+        self.token = self.post("/api/login", {"name": name, "password": PASSWORD}, auth=False)["token"]
+
+    def request(self, method: str, path: str, body=None, auth: bool = True, raw: bool = False):
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.base + path, data, method=method)
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        if auth:
+            req.add_header("Authorization", f"Bearer {self.token}")
+        with urllib.request.urlopen(req, timeout=120) as r:
+            out = r.read()
+        return out if raw else json.loads(out)
+
+    def post(self, path, body=None, auth=True):
+        return self.request("POST", path, body if body is not None else {}, auth)
+
+
+def stats(xs: list[float]) -> dict:
+    a = np.array(xs) * 1000
+    return {
+        "n": len(xs),
+        "median_ms": float(np.median(a)),
+        "p90_ms": float(np.percentile(a, 90)),
+        "max_ms": float(a.max()),
+    }
+
+
+def mask_png(page: dict, ids: list[int]) -> str:
+    from PIL import Image
+
+    rgba = np.zeros((page["height"], page["width"], 4), dtype=np.uint8)
+    for i in ids:
+        x0, y0, x1, y1 = (round(v) for v in page["words"][i]["box"])
+        rgba[y0:y1, x0:x1] = (230, 40, 40, 255)
+    buf = io.BytesIO()
+    Image.fromarray(rgba, "RGBA").save(buf, "PNG")
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+
+
+def screenshot(base: str, path: Path, name: str) -> dict:
+    """Sign in with chromium, wait for the proposals of the first task, save the page."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as EC
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    opts = webdriver.ChromeOptions()
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1280,860"):
+        opts.add_argument(arg)
+    opts.binary_location = shutil.which("chromium")
+    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=opts)
+    try:
+        wait = WebDriverWait(driver, 60)
+        t0 = time.perf_counter()
+        driver.get(base + "/")
+        wait.until(EC.visibility_of_element_located((By.ID, "login-name"))).send_keys(name)
+        driver.find_element(By.ID, "login-password").send_keys(PASSWORD)
+        driver.find_element(By.ID, "login-submit").click()
+        wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, ".candidate.selected")) == 1)
+        shown = time.perf_counter() - t0
+        time.sleep(0.5)  # thumbnails
+        path.parent.mkdir(parents=True, exist_ok=True)
+        png = driver.get_screenshot_as_png()
+        from PIL import Image
+
+        Image.open(io.BytesIO(png)).convert("RGB").quantize(colors=128).save(path, optimize=True)
+        return {"path": str(path), "sign_in_to_proposals_s": shown, "bytes": path.stat().st_size}
+    finally:
+        driver.quit()
+
+
+START, END = "<!-- engine-latency:start -->", "<!-- engine-latency:end -->"
+
+
+def report(paths: list[Path], markdown: list[Path]) -> str:
+    """A markdown table of measurement JSONs, written between the markers of each ``markdown`` file."""
+    cmd = "python benchmarks/scripts/engine.py report " + " ".join(str(p) for p in paths)
+    cmd += "".join(f" --markdown {m}" for m in markdown)
+    lines = [
+        f"Generated by `{cmd}`; milliseconds, median / p90, over HTTP on this machine "
+        "(server, model, database and clients on the same 2 cores).",
+        "",
+        "| database | page load | proposal, new page | proposal, same page | saves / s (8 annotators) "
+        "| save latency | same-version saves: 200 / 409 |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for path in paths:
+        r = json.loads(path.read_text())
+        fmt = lambda k, r=r: f"{r[k]['median_ms']:.0f} / {r[k]['p90_ms']:.0f}" if r.get(k) else "–"  # noqa: E731
+        c = r["concurrent_saves"]
+        lat = c["save_latency"]
+        same = r["same_version_saves"]
+        lines.append(
+            f"| {r['database'].split('+')[0]} | {fmt('page_load')} | {fmt('proposal_new_page')} | "
+            f"{fmt('proposal_same_page')} | {c['saves_per_s']:.1f} | {lat['median_ms']:.0f} / {lat['p90_ms']:.0f} | "
+            f"{same['ok']} / {same['conflict_409']} |"
+        )
+    table = "\n".join(lines)
+    from docsections import fill_section
+
+    for md in markdown:
+        fill_section(md, START, END, table)
+    return table
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["report"]:
+        rp = argparse.ArgumentParser(prog="engine.py report", description="JSON results → a markdown table")
+        rp.add_argument("results", nargs="+", type=Path)
+        rp.add_argument("--markdown", action="append", type=Path, default=[])
+        a = rp.parse_args(argv[1:])
+        print(report(a.results, a.markdown))
+        return
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--checkpoint", type=Path, required=True, help="fine-tuned run (docjepa finetune / demo)")
+    ap.add_argument("--data", type=Path, required=True, help="shard folder whose pages and questions become tasks")
+    ap.add_argument("--db", default=None, help="an empty database URL (default: a new SQLite file)")
+    ap.add_argument("--pages", type=int, default=40)
+    ap.add_argument("--threads", type=int, default=8, help="annotators saving at once")
+    ap.add_argument("--saves", type=int, default=200, help="saves in the concurrency measurement")
+    ap.add_argument("--out", type=Path, default=Path("benchmarks/results/docjepa/engine/engine.json"))
+    ap.add_argument("--screenshot", type=Path, default=None)
+    args = ap.parse_args(argv)
+
+    from docjepa.apps.engine import store
+    from docjepa.apps.engine.db import Database
+    from docjepa.data.importer import iter_pages
+
+    tmp = Path(tempfile.mkdtemp(prefix="engine-bench-"))
+    url = args.db or f"sqlite:///{tmp / 'engine.db'}"
+    db = Database(url)
+    db.migrate()
+    store.add_pages(db, list(iter_pages([args.data], 150, "eng", args.pages, False)))
+    names = [f"a{i}" for i in range(args.threads)]
+    for name in names:
+        store.add_user(db, name, "annotator", PASSWORD)
+    counts = store.counts(db)
+    db.dispose()
+
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    code = (
+        "import uvicorn; from docjepa.apps.engine.app import ServerConfig, create_app; "
+        f"uvicorn.run(create_app(ServerConfig(db={url!r}, checkpoint={str(args.checkpoint)!r}, media={str(tmp)!r})), "
+        f"host='127.0.0.1', port={port}, log_level='warning')"
+    )
+    server = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        for _ in range(600):
+            try:
+                urllib.request.urlopen(base + "/", timeout=1).read()
+                break
+            except OSError:
+                time.sleep(0.1)
+        result: dict = {
+            "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+            "database": url.split(":", 1)[0],
+            "data": counts,
+            "checkpoint": str(args.checkpoint),
+        }
+        if args.screenshot is not None and shutil.which("chromium") and shutil.which("chromedriver"):
+            result["screenshot"] = screenshot(base, args.screenshot, names[0])
+
+        # One annotator: page load (claim the task + fetch its image) and proposals (new page / same page).
+        c = Client(base, names[-1])
+        load, cold, warm, tasks = [], [], [], []
+        seen_pages: set[int] = set()
+        while len(load) < min(30, counts["pages"]):
+            t0 = time.perf_counter()
+            task = c.post("/api/tasks/next")
+            c.request("GET", f"/api/pages/{task['page_id']}/image", raw=True)
+            load.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            c.post(f"/api/tasks/{task['id']}/propose", {"question": task["question"]})
+            (warm if task["page_id"] in seen_pages else cold).append(time.perf_counter() - t0)
+            seen_pages.add(task["page_id"])
+            tasks.append(task)
+            c.post(
+                f"/api/tasks/{task['id']}/annotation",
+                {
+                    "question": task["question"],
+                    "answerable": True,
+                    "mask_png": mask_png(task["page"], [0]),
+                    "seconds": 1.0,
+                },
+            )
+        result["page_load"] = stats(load)
+        result["proposal_new_page"] = stats(cold)
+        result["proposal_same_page"] = stats(warm) if warm else None
+
+        # Many annotators: each claims a task and saves a word mask, until `saves` are done.
+        clients = [Client(base, n) for n in names]
+        done, lock = [], threading.Lock()
+
+        def work(cl: Client) -> None:
+            while True:
+                with lock:
+                    if len(done) >= args.saves:
+                        return
+                    done.append(None)
+                task = cl.post("/api/tasks/next")
+                body = {"question": task["question"], "answerable": True, "mask_png": mask_png(task["page"], [1, 2])}
+                t0 = time.perf_counter()
+                cl.post(f"/api/tasks/{task['id']}/annotation", body)
+                with lock:
+                    done[done.index(None)] = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        threads = [threading.Thread(target=work, args=(cl,)) for cl in clients]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        wall = time.perf_counter() - t0
+        result["concurrent_saves"] = {
+            "threads": args.threads,
+            "saves": len(done),
+            "wall_s": wall,
+            "saves_per_s": len(done) / wall,
+            "save_latency": stats([d for d in done if d is not None]),
+        }
+        # Same-version contention: every thread saves the same annotation from the same version.
+        first = c.request("GET", "/api/annotations/mine?limit=1")[0]
+        outcome: list[int] = []
+        barrier = threading.Barrier(args.threads)
+
+        def contend(cl: Client, i: int) -> None:
+            barrier.wait()
+            body = {
+                "question": first["question"],
+                "mask_png": mask_png(tasks[0]["page"], [i]),
+                "version": first["version"],
+            }
+            try:
+                cl.request("PUT", f"/api/annotations/{first['id']}", body)
+                outcome.append(200)
+            except urllib.error.HTTPError as err:
+                outcome.append(err.code)
+
+        owner = c  # only the author (or a reviewer) may edit: the author's client, from several threads
+        threads = [threading.Thread(target=contend, args=(owner, i)) for i in range(args.threads)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        result["same_version_saves"] = {
+            "ok": outcome.count(200),
+            "conflict_409": outcome.count(409),
+            "other": [o for o in outcome if o not in (200, 409)],
+        }
+    finally:
+        server.kill()
+        server.wait()
+    db = Database(url)
+    result["integrity_problems"] = db.integrity_problems()
+    db.dispose()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1))
+    print(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
