@@ -203,7 +203,15 @@ def report_main(argv: list[str]) -> None:
     ap.add_argument("--readme", type=Path, default=None, help="refresh this markdown file's results section")
     ap.add_argument("--summary", type=Path, default=None, help="refresh this markdown file's headline table")
     ap.add_argument("--ours", default="rsngd", help="the optimizer compared seed by seed with the best baseline")
+    ap.add_argument(
+        "--front",
+        type=Path,
+        action="append",
+        default=[],
+        help="refresh this markdown file's front-page table: the protocol's settings only (repeat for several files)",
+    )
+    ap.add_argument("--plots", type=Path, default=None, help="write the plots here (default: --out)")
     args = ap.parse_args(argv)
     command = "rsngd bench report " + " ".join(shlex.quote(a) for a in argv)
-    print(report(args.results, args.out, args.readme, command, args.summary, args.ours))
+    print(report(args.results, args.out, args.readme, command, args.summary, args.ours, args.front, args.plots))
     print(f"wrote {args.out}/report.md and plots", file=sys.stderr)

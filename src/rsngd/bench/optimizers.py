@@ -93,6 +93,15 @@ def settings_file(path: Path | str) -> Path:
     )
 
 
+def protocol_settings() -> dict[tuple[str, int], dict[str, dict[str, Any]]]:
+    """(preset, steps) → the settings the tuning protocol chose at that length: the packaged file chosen there, or
+    where one was chosen again from another at the same length (``tuned-long-lr`` from ``tuned-long``), the last."""
+    files = {name: json.loads(packaged_settings(name).read_text()) for name in settings_names()}
+    horizon = {name: (f["preset"], int(f["steps"])) for name, f in files.items()}
+    superseded = {f.get("base") for name, f in files.items() if horizon.get(f.get("base")) == horizon[name]}
+    return {horizon[name]: f["settings"] for name, f in files.items() if name not in superseded}
+
+
 def load_tuned(path: Path | str | None) -> dict[str, dict[str, Any]]:
     """The ``settings`` of a tuned-settings file or packaged name (method → hyperparameters); {} for None or
     ``"none"``."""

@@ -2,6 +2,7 @@
 
 import json
 import math
+import shutil
 
 import pytest
 
@@ -104,6 +105,12 @@ def test_shards_resume_and_choose_the_lowest_loss(tmp_path, capsys):
         cells = " | ".join(rows[method].split(" | ")[2:-1])
         assert cells.count("**") == 2 and f"**{data['results'][method]['val_loss']:.3f}**" in cells
     assert "old" not in doc.read_text() and "rsngd bench tune --preset smoke" in doc.read_text()
+    # Without the runs (they are not kept), the settings file alone gives the same tables.
+    filled = doc.read_text()
+    shutil.rmtree(runs)
+    doc.write_text(f"intro\n{TUNE_START}\nold\n{TUNE_END}\n{SUMMARY_START}\n{SUMMARY_END}\n")
+    tune_main(args(tmp_path, "--tables-only", "--markdown", str(doc), "--summary", str(doc)))
+    assert doc.read_text() == filled and json.loads(settings.read_text()) == data
 
     # The bench takes the tuned settings; a spec's own value still wins.
     tuned = load_tuned(settings)
