@@ -1,23 +1,24 @@
 # make setup : build .venv (torch 2.13.0 CPU first, then the project with its extras)
 # make test  : lint + the fast test suite (runs setup when needed)
-# make test-slow : the over-fitting and end-to-end tests (CI runs both)
+# make test-slow : the over-fitting and end-to-end tests, torchrun launches included (CI runs both)
 # make demo  : Document-JEPA end to end (data, pre-training, fine-tuning, evaluation, report; 13-21 min)
 # make demo-rsngd : a short optimizer example (about 1 minute)
 # make bench : the optimizer benchmark on the cpu preset (Shakespeare, tuned settings; about 20 minutes)
+# make docs  : the documentation site into runs/site (strict: a broken link or image fails)
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PIP    := $(BIN)/python -m pip install -q --disable-pip-version-check -c constraints.txt
 
-.PHONY: setup test test-slow lint demo demo-rsngd bench clean
+.PHONY: setup test test-slow lint docs demo demo-rsngd bench clean
 
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) torch==2.13.0
-	$(PIP) -e ".[test,docjepa,engine,bench,lang]"
+	$(PIP) -e ".[test,docjepa,engine,bench,lang,docs]"
 	@# Debian packages, best effort, each group on its own: Tesseract for OCR, real fonts for the synthetic
 	@# documents (Pillow's built-in font is the fallback), PostgreSQL and chromium + chromium-driver for the data
 	@# engine's tests (a test that needs one skips, saying why, when it is missing).
@@ -45,6 +46,9 @@ test: lint
 
 test-slow: setup
 	$(TEST_ENV) $(BIN)/python -m pytest -q -m slow
+
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir runs/site
 
 demo: setup
 	HF_HUB_OFFLINE=1 $(BIN)/docjepa demo --out runs/demo

@@ -43,6 +43,7 @@ def run(argv):
     return done.stdout
 
 
+@pytest.mark.slow  # end to end: the real torchrun command lines, 4-5 launches of 2 processes each
 @pytest.mark.parametrize("strategy", ["ddp", "fsdp2"])
 def test_pretrain_on_two_processes_checkpoints_and_resumes_exactly(docs, tmp_path, strategy):
     out = tmp_path / "run"

@@ -330,6 +330,7 @@ def test_a_rank_set_by_the_width_is_one_setting_on_every_preset():
     ]
 
 
+@pytest.mark.slow  # end to end: the real torchrun command line, 3 launches
 def test_bench_under_torchrun_matches_one_process(tmp_path, text_file):
     """Two gloo processes with FSDP2, each half of every micro-batch: the same curves as one process (DDP is
     tested under ``docjepa pretrain``)."""
