@@ -396,11 +396,8 @@ def plots(runs: list[dict[str, Any]], rows: list[dict[str, Any]], out_dir: Path)
     return paths
 
 
-def headline(rows: list[dict[str, Any]]) -> str:
-    """A compact table: one row per optimizer, its mean validation loss per (corpus, preset) and its projected-matrix
-    state relative to AdamW's, best first by mean rank."""
-    keys = sorted({(r["dataset"], r["preset"]) for r in rows}, key=lambda k: _order(*k))
-    names = sorted({r["optimizer"] for r in rows})
+def _cells_and_ranks(rows: list[dict[str, Any]], keys: list[tuple[str, str]]) -> tuple[dict, dict[str, float]]:
+    """(optimizer, dataset, preset) → its row, and optimizer → its mean rank by loss over the settings it ran in."""
     cell = {(r["optimizer"], r["dataset"], r["preset"]): r for r in rows}
     rank = {
         n: statistics.fmean(
@@ -408,8 +405,17 @@ def headline(rows: list[dict[str, Any]]) -> str:
             for k in keys
             if (n, *k) in cell
         )
-        for n in names
+        for n in sorted({r["optimizer"] for r in rows})
     }
+    return cell, rank
+
+
+def headline(rows: list[dict[str, Any]]) -> str:
+    """A compact table: one row per optimizer, its mean validation loss per (corpus, preset) and its projected-matrix
+    state relative to AdamW's, best first by mean rank."""
+    keys = sorted({(r["dataset"], r["preset"]) for r in rows}, key=lambda k: _order(*k))
+    cell, rank = _cells_and_ranks(rows, keys)
+    names = sorted(rank)
     head = "| optimizer | " + " | ".join(f"{d} ({p})" for d, p in keys) + " | state vs AdamW |"
     lines = [head, "|---" * (len(keys) + 2) + "|"]
     for n in sorted(names, key=rank.get):
@@ -454,17 +460,9 @@ def front_page(runs: list[dict[str, Any]], command: str = "") -> str:
     ]
     keys = sorted({(r["dataset"], r["preset"]) for r in rows}, key=lambda k: (_order(*k)[1:], k[0]))
     keys.sort(key=lambda k: next(r["tokens"] for r in rows if (r["dataset"], r["preset"]) == k))
-    cell = {(r["optimizer"], r["dataset"], r["preset"]): r for r in rows}
+    cell, rank = _cells_and_ranks(rows, keys)
     best = {k: min(r["val_loss"] for r in rows if (r["dataset"], r["preset"]) == k) for k in keys}
-    names = sorted({r["optimizer"] for r in rows})
-    rank = {
-        n: statistics.fmean(
-            sorted(r["val_loss"] for r in rows if (r["dataset"], r["preset"]) == k).index(cell[(n, *k)]["val_loss"])
-            for k in keys
-            if (n, *k) in cell
-        )
-        for n in names
-    }
+    names = sorted(rank)
 
     def heading(k: tuple[str, str]) -> str:
         tokens = next(r["tokens"] for r in rows if (r["dataset"], r["preset"]) == k)

@@ -12,9 +12,9 @@ from .. import masks
 from ..db import Database
 from ..tables import Annotation, PageRow, Task, User, now
 from .accounts import rank
-from .audit import _audit
+from .audit import audit_change
 from .errors import Conflict, Forbidden, Invalid, NotFound
-from .tasks import _held_task
+from .tasks import held_task
 
 MAX_SECONDS = 24 * 3600
 """Longest time an annotation may report (a tab left open overnight is capped, not trusted)."""
@@ -80,7 +80,7 @@ def annotation_json(a: Annotation) -> dict:
 def create_annotation(db: Database, task_id: int, user_id: int, answer: Answer) -> dict:
     """Save the answer of a task the caller holds, and close the task, in one transaction."""
     with db.write() as s:
-        task = _held_task(s, task_id, user_id)
+        task = held_task(s, task_id, user_id)
         page = s.get(PageRow, task.page_id)
         if task.question is not None and answer.question.strip() != task.question:
             raise Invalid("the question of this task cannot be changed")
@@ -108,7 +108,7 @@ def create_annotation(db: Database, task_id: int, user_id: int, answer: Answer) 
         s.add(a)
         task.status, task.lease_user_id, task.lease_expires = "done", None, None
         s.flush()
-        _audit(s, user_id, "create", a.id, None, annotation_json(a))
+        audit_change(s, user_id, "create", a.id, None, annotation_json(a))
         return annotation_json(a)
 
 
@@ -163,7 +163,7 @@ def create_machine_annotation(db: Database, task_id: int, mask: np.ndarray, mode
         s.add(a)
         task.status, task.lease_user_id, task.lease_expires = "done", None, None
         s.flush()
-        _audit(s, None, "create", a.id, None, annotation_json(a))
+        audit_change(s, None, "create", a.id, None, annotation_json(a))
         return annotation_json(a)
 
 
@@ -175,7 +175,7 @@ def get_annotation(db: Database, annotation_id: int) -> dict:
         return annotation_json(a)
 
 
-def _conditional_update(db: Database, annotation_id: int, version: int, user: dict, values: dict, action: str) -> dict:
+def versioned_update(db: Database, annotation_id: int, version: int, user: dict, values: dict, action: str) -> dict:
     """Apply ``values`` when the row is still at ``version``; otherwise record the refused attempt and raise
     Conflict with the current row."""
     with db.write() as s:
@@ -194,13 +194,13 @@ def _conditional_update(db: Database, annotation_id: int, version: int, user: di
         if res.rowcount == 1:
             s.expire(a)
             after = annotation_json(s.get(Annotation, annotation_id))
-            _audit(s, user["id"], action, annotation_id, before, after)
+            audit_change(s, user["id"], action, annotation_id, before, after)
             return after
     # Stale: nothing was written; keep what the caller tried, in its own transaction, then refuse.
     with db.write() as s:
         current = annotation_json(s.get(Annotation, annotation_id))
         attempt = {k: v for k, v in values.items()} | {"from_version": version}
-        _audit(s, user["id"], "conflict", annotation_id, current, _jsonable(attempt))
+        audit_change(s, user["id"], "conflict", annotation_id, current, _jsonable(attempt))
     raise Conflict(
         f"annotation {annotation_id} changed (version {current['version']}, you had {version}); reload it", current
     )
@@ -228,7 +228,7 @@ def update_annotation(db: Database, annotation_id: int, version: int, user: dict
         "model_version": answer.model_version,
         "review": "pending",
     }
-    return _conditional_update(db, annotation_id, version, user, values, "update")
+    return versioned_update(db, annotation_id, version, user, values, "update")
 
 
 def my_annotations(db: Database, user_id: int, limit: int = 50) -> list[dict]:

@@ -8,7 +8,10 @@ from ..db import Database
 from ..tables import AuditEntry, now
 
 
-def _audit(s, user_id: int | None, action: str, entity_id: int | None, before: dict | None, after: dict | None) -> None:
+def audit_change(
+    s, user_id: int | None, action: str, entity_id: int | None, before: dict | None, after: dict | None
+) -> None:
+    """Log a change of an annotation in the session ``s`` (so in the transaction that makes the change)."""
     s.add(
         AuditEntry(
             at=now(),

@@ -7,7 +7,7 @@ from sqlalchemy import func, select
 from ..db import Database
 from ..tables import Annotation, PageRow
 from .accounts import rank
-from .annotations import Answer, _conditional_update, annotation_json, check_answer
+from .annotations import Answer, annotation_json, check_answer, versioned_update
 from .errors import Forbidden, Invalid, NotFound
 from .pages import page_json
 
@@ -43,7 +43,7 @@ def review_annotation(
             page = s.get(PageRow, a.page_id)
         rle, words = check_answer(fix, page)
         values |= {"mask": rle, "word_ids": words, "answerable": fix.answerable, "question": fix.question.strip()}
-    return _conditional_update(db, annotation_id, version, user, values, "review")
+    return versioned_update(db, annotation_id, version, user, values, "review")
 
 
 def next_for_review(db: Database, user: dict, source: str | None = None) -> dict | None:

@@ -73,7 +73,7 @@ def claim_next(db: Database, user_id: int, lease: float = LEASE_SECONDS) -> dict
     raise Conflict("too many competing claims; try again", {})
 
 
-def _held_task(s, task_id: int, user_id: int) -> Task:
+def held_task(s, task_id: int, user_id: int) -> Task:
     task = s.get(Task, task_id)
     if task is None:
         raise NotFound(f"no task {task_id}")
@@ -88,21 +88,21 @@ def _held_task(s, task_id: int, user_id: int) -> Task:
 
 def renew(db: Database, task_id: int, user_id: int, lease: float = LEASE_SECONDS) -> dict:
     with db.write() as s:
-        task = _held_task(s, task_id, user_id)
+        task = held_task(s, task_id, user_id)
         task.lease_expires = now() + lease
         return task_json(task)
 
 
 def release(db: Database, task_id: int, user_id: int) -> None:
     with db.write() as s:
-        task = _held_task(s, task_id, user_id)
+        task = held_task(s, task_id, user_id)
         task.lease_user_id, task.lease_expires = None, None
 
 
 def task_for(db: Database, task_id: int, user_id: int) -> dict:
     """A task the caller holds, with its page."""
     with db.read() as s:
-        task = _held_task(s, task_id, user_id)
+        task = held_task(s, task_id, user_id)
         return task_json(task, s.get(PageRow, task.page_id))
 
 
