@@ -19,7 +19,9 @@ from fastapi.staticfiles import StaticFiles
 
 from . import masks, store, uploads
 from .config import ServerConfig
+from .csrf import CSRFGuard
 from .db import Database
+from .dependencies import COOKIE, User
 from .routers import ALL as ROUTERS
 
 __all__ = ["ServerConfig", "create_app"]
@@ -49,25 +51,30 @@ class BodyLimit:
         length = dict(scope.get("headers") or []).get(b"content-length")
         if length is not None and (not length.isdigit() or int(length) > limit):
             return await _too_large(limit, send)
-        seen = 0
+        seen, answered = 0, False
 
         async def counted():
-            nonlocal seen
+            # A body streamed past the limit (no or a false Content-Length): answer 413 now, and tell the app the
+            # client has gone, so that whatever it does with the rest (a parse error, say) never reaches the client.
+            nonlocal seen, answered
             message = await receive()
-            if message["type"] == "http.request":
+            if message["type"] == "http.request" and not answered:
                 seen += len(message.get("body", b""))
                 if seen > limit:
-                    raise _TooLarge
+                    answered = True
+                    await _too_large(limit, send)
+                    return {"type": "http.disconnect"}
             return message
 
+        async def unless_answered(message) -> None:
+            if not answered:
+                await send(message)
+
         try:
-            await self.app(scope, counted, send)
-        except _TooLarge:
-            await _too_large(limit, send)
-
-
-class _TooLarge(Exception):
-    pass
+            await self.app(scope, counted, unless_answered)
+        except Exception:
+            if not answered:
+                raise
 
 
 async def _too_large(limit: int, send) -> None:
@@ -86,6 +93,10 @@ def _error_handlers(app: FastAPI) -> None:
         store.Conflict, lambda _r, e: JSONResponse({"detail": str(e), "current": e.current}, status_code=409)
     )
     app.add_exception_handler(uploads.UploadError, lambda _r, e: JSONResponse({"detail": str(e)}, status_code=e.status))
+    app.add_exception_handler(
+        store.Throttled,
+        lambda _r, e: JSONResponse({"detail": str(e)}, status_code=429, headers={"Retry-After": str(e.retry_after)}),
+    )
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_request, err: RequestValidationError):
@@ -111,8 +122,11 @@ def create_app(cfg: ServerConfig, proposer=None) -> FastAPI:
 
         proposer = Proposer(cfg.checkpoint, device=cfg.device, threads=cfg.model_threads)
         store.set_serving_model(db, cfg.checkpoint)  # retraining rounds replace it
-    app = FastAPI(title="Document-JEPA data engine", docs_url="/api/docs", openapi_url="/api/openapi.json")
+    # No interactive API pages: their scripts come from a CDN, which the page's CSP refuses. The description itself
+    # is served to signed-in users only, and only when asked for (ServerConfig.api_docs).
+    app = FastAPI(title="Document-JEPA data engine", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.db, app.state.proposer, app.state.cfg = db, proposer, cfg
+    app.add_middleware(CSRFGuard, cookie=COOKIE, allowed_origins=cfg.allowed_origins)
     app.add_middleware(
         BodyLimit, limit_for=lambda p: cfg.max_upload_bytes + 2**20 if p == "/api/uploads" else MAX_JSON_BYTES
     )
@@ -133,4 +147,10 @@ def create_app(cfg: ServerConfig, proposer=None) -> FastAPI:
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     for router in ROUTERS:
         app.include_router(router)
+    if cfg.api_docs:
+
+        @app.get("/api/openapi.json", include_in_schema=False)
+        def openapi(who: User) -> dict:
+            return app.openapi()
+
     return app

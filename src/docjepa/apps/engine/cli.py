@@ -75,6 +75,19 @@ def add_parser(sub, int_at_least) -> None:
     s.add_argument("--secure-cookie", action="store_true", help="mark the session cookie Secure (behind HTTPS)")
     s.add_argument("--device", default=None, help="model device (default: CUDA when available)")
     s.add_argument("--model-threads", type=int_at_least(1), default=None, help="model threads (default: cores − 1)")
+    s.add_argument("--sign-in-free-attempts", type=int_at_least(1), default=5, help="failures per account before waits")
+    s.add_argument(
+        "--sign-in-free-per-address", type=int_at_least(1), default=20, help="failures per client address before waits"
+    )
+    s.add_argument("--sign-in-base-delay", type=float, default=1.0, help="first wait (s); doubles with each failure")
+    s.add_argument("--sign-in-max-delay", type=float, default=900.0, help="longest wait between attempts (s)")
+    s.add_argument(
+        "--allowed-origin",
+        action="append",
+        default=[],
+        help="another origin whose pages may change state (https://host, behind a proxy; repeat)",
+    )
+    s.add_argument("--api-docs", action="store_true", help="serve /api/openapi.json to signed-in users")
     s.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     s.set_defaults(func=cmd_serve)
 

@@ -92,6 +92,12 @@ def cmd_serve(args) -> None:
         secure_cookie=args.secure_cookie,
         device=args.device,
         model_threads=args.model_threads,
+        sign_in_free_attempts=args.sign_in_free_attempts,
+        sign_in_free_per_address=args.sign_in_free_per_address,
+        sign_in_base_delay=args.sign_in_base_delay,
+        sign_in_max_delay=args.sign_in_max_delay,
+        allowed_origins=args.allowed_origin,
+        api_docs=args.api_docs,
     )
     app = create_app(cfg)
     model = app.state.proposer.version if app.state.proposer else "none"

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from . import uploads
-from .store import LEASE_SECONDS
+from .store import LEASE_SECONDS, Throttle
 
 
 @dataclass
@@ -32,3 +32,21 @@ class ServerConfig:
     """How often the server looks for a model promoted by a retraining round."""
     rounds_dir: str = "runs/engine/rounds"
     """Where retraining rounds started from the page write their runs."""
+    sign_in_free_attempts: int = 5
+    """Failed sign-ins of one account before attempts on it have to wait."""
+    sign_in_free_per_address: int = 20
+    """Failed sign-ins from one client address before attempts from it have to wait."""
+    sign_in_base_delay: float = 1.0
+    """Seconds the first throttled attempt waits; each further failure doubles it."""
+    sign_in_max_delay: float = 900.0
+    """The longest wait between sign-in attempts."""
+    allowed_origins: list[str] = field(default_factory=list)
+    """Origins (``https://host``) whose pages may change state besides the served one (behind a proxy that
+    rewrites the host)."""
+    api_docs: bool = False
+    """Serve the OpenAPI description at ``/api/openapi.json`` (to signed-in users; off by default)."""
+
+    def throttle(self) -> Throttle:
+        return Throttle(
+            self.sign_in_free_attempts, self.sign_in_free_per_address, self.sign_in_base_delay, self.sign_in_max_delay
+        )

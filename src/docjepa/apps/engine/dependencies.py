@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, HTTPException, Request
+from fastapi import Depends, HTTPException, Path, Request
 
 from . import store
 from .config import ServerConfig
 from .db import Database
 from .proposer import Proposer
+from .schemas import MAX_INT
 
 COOKIE = "docjepa_session"
 """The session cookie (HttpOnly, SameSite=Strict)."""
@@ -67,3 +68,5 @@ require_admin = require("admin")
 User = Annotated[dict, Depends(current_user)]
 Reviewer = Annotated[dict, Depends(require_reviewer)]
 Admin = Annotated[dict, Depends(require_admin)]
+Id = Annotated[int, Path(ge=1, le=MAX_INT)]
+"""A row id in a path: 422 outside the column's range, never an overflow in the database."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import binascii
 import io
+import math
 
 import numpy as np
 from PIL import Image
@@ -140,3 +141,26 @@ def words_inside(words: list[Word] | list[dict], mask: np.ndarray) -> list[int]:
         if 0 <= cx < w and 0 <= cy < h and mask[cy, cx]:
             out.append(i)
     return out
+
+
+def pixel_box(box) -> tuple[int, int, int, int]:
+    """A word box in whole pixels, rounded half up as the page (JavaScript's ``Math.round``) rounds it, so a word
+    the page adds or removes covers exactly these pixels."""
+    return tuple(math.floor(float(v) + 0.5) for v in box)
+
+
+def words_mask(words: list[Word] | list[dict], ids: list[int], height: int, width: int) -> np.ndarray:
+    """The union of some words' boxes (in :func:`pixel_box` pixels), clipped to the page."""
+    out = np.zeros((height, width), dtype=bool)
+    for i in ids:
+        box = words[i]["box"] if isinstance(words[i], dict) else words[i].box
+        x0, y0, x1, y1 = pixel_box(box)
+        out[max(0, y0) : max(0, min(height, y1)), max(0, x0) : max(0, min(width, x1))] = True
+    return out
+
+
+def snap_to_words(words: list[Word] | list[dict], mask: np.ndarray) -> tuple[np.ndarray, list[int]]:
+    """A candidate as the page edits it: the boxes of the words whose centre it covers (as ``predict`` snaps an
+    answer to its words), so clicking a word out removes every pixel of it; a mask over no word stays as it is."""
+    ids = words_inside(words, mask)
+    return (words_mask(words, ids, *mask.shape) if ids else mask), ids

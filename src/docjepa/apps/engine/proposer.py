@@ -74,20 +74,23 @@ class Proposer:
             self.switch(wanted)
 
     def propose_sync(self, page_id: int, page: Page, question: str) -> dict:
-        """Candidates for a question: each of the decoder's masks snapped to the OCR words it covers (as ``predict``
-        answers), at the page's resolution, as overlay PNGs with the words they hold and their predicted IoU."""
+        """Candidates for a question: each of the decoder's masks as the union of the boxes of the OCR words it
+        covers (:func:`~.masks.snap_to_words`: word clicks on the page then edit it exactly), at the page's
+        resolution, as overlay PNGs with the words they hold and their predicted IoU."""
         with self.lock:
             p = self.model.propose(page, question, key=page_id)
-            candidates = [
-                {
-                    "index": k,
-                    "score": float(p.scores[k]),
-                    "png": masks.data_url(masks.to_png(m, COLOURS[k % len(COLOURS)])),
-                    "word_ids": masks.words_inside(page.words, m),
-                    "empty": not bool(m.any()),
-                }
-                for k, m in enumerate(p.masks)
-            ]
+            candidates = []
+            for k, raw in enumerate(p.masks):
+                m, ids = masks.snap_to_words(page.words, raw)
+                candidates.append(
+                    {
+                        "index": k,
+                        "score": float(p.scores[k]),
+                        "png": masks.data_url(masks.to_png(m, COLOURS[k % len(COLOURS)])),
+                        "word_ids": ids,
+                        "empty": not bool(m.any()),
+                    }
+                )
             return {
                 "candidates": candidates,
                 "best": int(p.best),

@@ -8,6 +8,9 @@ from pydantic import BaseModel, Field
 
 from . import masks, store
 
+MAX_INT = 2**31 - 1
+"""The largest value of the databases' INTEGER columns (PostgreSQL's are 32-bit): ids, versions, counts."""
+
 
 class Login(BaseModel):
     name: str = Field(max_length=64)
@@ -19,10 +22,10 @@ class AnswerIn(BaseModel):
     answerable: bool = True
     mask_png: str | None = None
     """The answer mask as a PNG of the page's size (data URL or base64); painted pixels are the mask."""
-    seconds: float = 0.0
-    edits: int = 0
-    candidate: int | None = None
-    """The model candidate accepted as-is (None: drawn or corrected)."""
+    seconds: float = Field(default=0.0, ge=0, le=store.MAX_SECONDS)
+    edits: int = Field(default=0, ge=0, le=MAX_INT)
+    candidate: int | None = Field(default=None, ge=0, le=15)
+    """The model candidate accepted as-is (None: drawn or corrected, or not answerable)."""
     model_version: str | None = Field(default=None, max_length=128)
 
     def to_answer(self, height: int, width: int) -> store.Answer:
@@ -34,11 +37,11 @@ class AnswerIn(BaseModel):
 
 
 class AnswerUpdate(AnswerIn):
-    version: int
+    version: int = Field(ge=1, le=MAX_INT)
 
 
 class ReviewIn(BaseModel):
-    version: int
+    version: int = Field(ge=1, le=MAX_INT)
     decision: Literal["approve", "reject", "fix"]
     reason: str = Field(default="", max_length=2000)
     fix: AnswerIn | None = None
@@ -60,5 +63,5 @@ class RetrainIn(BaseModel):
 
 
 class NewTask(BaseModel):
-    page_id: int
+    page_id: int = Field(ge=1, le=MAX_INT)
     question: str | None = Field(default=None, max_length=1000)

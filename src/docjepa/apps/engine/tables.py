@@ -160,3 +160,24 @@ class Setting(Base):
     __tablename__ = "settings"
     key: Mapped[str] = mapped_column(String(64), primary_key=True)
     value: Mapped[str] = mapped_column(Text)
+
+
+class SignInFailures(Base):
+    """Failed sign-ins counted per account (``user:NAME``) and per client address (``addr:IP``): sign-in is refused
+    until ``blocked_until`` once a key has more failures than the throttle allows for free."""
+
+    __tablename__ = "sign_in_failures"
+    key: Mapped[str] = mapped_column(String(320), primary_key=True)
+    failures: Mapped[int] = mapped_column(Integer, default=0)
+    last_at: Mapped[float] = mapped_column(Float, default=now)
+    blocked_until: Mapped[float] = mapped_column(Float, default=0.0)
+
+
+class Skip(Base):
+    """A task a user passed over (skip / next): not handed to that user again until ``until``, when the lease they
+    gave back would have ended."""
+
+    __tablename__ = "skips"
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), primary_key=True)
+    task_id: Mapped[int] = mapped_column(ForeignKey("tasks.id", ondelete="CASCADE"), primary_key=True)
+    until: Mapped[float] = mapped_column(Float)

@@ -122,6 +122,7 @@ def client_for(app, name: str):
     c = TestClient(app)
     r = c.post("/api/login", json={"name": name, "password": PASSWORD})
     assert r.status_code == 200, r.text
+    c.headers["X-CSRF-Token"] = r.json()["csrf_token"]  # as the page sends it with every change
     return c
 
 

@@ -62,15 +62,21 @@ def served(tmp_path, docs, tiny_proposer):
 
 
 def _click_word(driver, index: int) -> None:
-    from selenium.webdriver.common.action_chains import ActionChains
-    from selenium.webdriver.common.by import By
+    """A real click at the centre of word ``index``, the page scrolled to show it first (it may be zoomed in)."""
+    from selenium.webdriver.common.actions.action_builder import ActionBuilder
 
-    layer = driver.find_element(By.ID, "pointer-layer")
-    x0, y0, x1, y1 = driver.execute_script(f"return window.engine.page.words[{index}].box")
-    scale = driver.execute_script("return window.engine.scale")
-    size = layer.size  # offsets are from the element's centre
-    dx, dy = (x0 + x1) / 2 * scale - size["width"] / 2, (y0 + y1) / 2 * scale - size["height"] / 2
-    ActionChains(driver).move_to_element_with_offset(layer, int(dx), int(dy)).click().perform()
+    x, y = driver.execute_script(
+        "const e = window.engine, b = e.page.words[arguments[0]].box.map(Math.round);"
+        "const w = document.getElementById('stage-wrap');"
+        "const cx = (b[0] + b[2]) / 2 * e.scale, cy = (b[1] + b[3]) / 2 * e.scale;"
+        "w.scrollLeft = cx - w.clientWidth / 2; w.scrollTop = cy - w.clientHeight / 2;"
+        "const r = document.getElementById('pointer-layer').getBoundingClientRect();"
+        "return [r.left + cx, r.top + cy];",
+        index,
+    )
+    action = ActionBuilder(driver)
+    action.pointer_action.move_to_location(int(x), int(y)).click()
+    action.perform()
 
 
 def test_annotate_in_a_real_browser(served):
@@ -159,3 +165,121 @@ def test_annotate_in_a_real_browser(served):
     assert best is not None and SCREENSHOT.stat().st_size > 10_000
     assert store.get_annotation(db, reviewed)["review"] == "approved"
     assert db.integrity_problems() == []
+
+
+def _sign_in(driver, wait, name: str) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as EC
+
+    field = wait.until(EC.visibility_of_element_located((By.ID, "login-name")))
+    field.clear()
+    field.send_keys(name)
+    driver.find_element(By.ID, "login-password").send_keys(PASSWORD)
+    driver.find_element(By.ID, "login-submit").click()
+    wait.until(lambda d: d.execute_script("return !!(window.engine.user && window.engine.csrf)"))
+
+
+def _held_by(db, name: str) -> list[int]:
+    from docjepa.apps.engine import store
+    from docjepa.apps.engine.tables import Task
+
+    uid = next(u["id"] for u in store.list_users(db) if u["name"] == name)
+    with db.read() as s:
+        return [t.id for t in s.query(Task).filter(Task.lease_user_id == uid)]
+
+
+@pytest.mark.slow  # end to end in a real browser, two accounts, a dozen tasks
+def test_the_page_leases_skips_marks_and_shows_what_people_need(served):
+    """Reviewers hold no lease; a word click edits a proposal exactly; N saves "not answerable"; → hands out
+    another task; signing out gives the lease back; rejected work comes back with its reason; the page fills the
+    view's width and zooms."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from docjepa.apps.engine import store
+
+    base, db = served
+    users = {u["name"]: u for u in store.list_users(db)}
+    rejected = store.claim_next(db, users["ann"]["id"])  # an earlier answer of ann's, rejected with a reason
+    saved = store.create_annotation(
+        db, rejected["id"], users["ann"]["id"], store.Answer(rejected["question"], False, None)
+    )
+    store.review_annotation(db, saved["id"], 1, users["rev"], "reject", "the total is on the next line")
+    driver = _browser()
+    try:
+        wait = WebDriverWait(driver, 30)
+        driver.get(base + "/")
+        _sign_in(driver, wait, "rev")  # a reviewer starts in Review and claims nothing
+        wait.until(lambda d: d.execute_script("return window.engine.mode") == "review")
+        assert _held_by(db, "rev") == []
+        driver.find_element(By.ID, "nav-annotate").click()
+        wait.until(lambda d: d.execute_script("return window.engine.task && window.engine.task.id"))
+        assert len(_held_by(db, "rev")) == 1
+        driver.find_element(By.ID, "nav-review").click()  # leaving Annotate gives the task back
+        wait.until(lambda d: _held_by(db, "rev") == [])
+        driver.find_element(By.ID, "logout").click()
+
+        _sign_in(driver, wait, "ann")
+        wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, ".candidate.selected")) == 1)
+        # The page fills the width of the view; + zooms in, 0 fits again.
+        width, room, zoom = driver.execute_script(
+            "return [document.getElementById('page-img').getBoundingClientRect().width,"
+            " document.getElementById('stage-wrap').clientWidth - 32, window.engine.zoom]"
+        )
+        assert zoom == 1 and abs(width - room) <= 2
+        body = driver.find_element(By.TAG_NAME, "body")
+        scale = driver.execute_script("return window.engine.scale")
+        body.send_keys("+")
+        assert driver.execute_script("return window.engine.scale") == pytest.approx(scale * 1.25)
+        body.send_keys("0")
+        assert driver.execute_script("return window.engine.scale") == pytest.approx(scale)
+        # Clicking out every word of a candidate leaves no pixel of it.
+        k, ids = driver.execute_script(
+            "const c = window.engine.proposal.candidates.filter(c => c.word_ids.length).sort("
+            "(a, b) => a.word_ids.length - b.word_ids.length)[0]; return c ? [c.index, c.word_ids] : [null, []]"
+        )
+        assert k is not None, "no candidate covers a word"
+        body.send_keys(str(k + 1))
+        wait.until(lambda d: d.execute_script("return window.engine.selected") == k)
+        wait.until(lambda d: not d.execute_script("return maskIsEmpty()"))
+        for i in ids:
+            _click_word(driver, i)
+        assert driver.execute_script("return maskIsEmpty()")
+        # N: saved as not answerable, with no candidate counted as accepted.
+        body.send_keys("1")
+        wait.until(lambda d: d.execute_script("return window.engine.selected") == 0)
+        first = driver.execute_script("return window.engine.task.id")
+        body.send_keys("n")
+        wait.until(
+            lambda d: d.execute_script("return window.engine.task && window.engine.task.id") not in (None, first)
+        )
+        mine = {a["task_id"]: a for a in store.my_annotations(db, users["ann"]["id"])}
+        assert mine[first]["answerable"] is False and mine[first]["candidate"] is None
+        # → skips: each time another task, never the one passed over.
+        seen = [driver.execute_script("return window.engine.task.id")]
+        for _ in range(2):
+            body.send_keys(Keys.ARROW_RIGHT)
+            wait.until(
+                lambda d, last=seen[-1]: (
+                    d.execute_script("return window.engine.task && window.engine.task.id") not in (None, last)
+                )
+            )
+            seen.append(driver.execute_script("return window.engine.task.id"))
+        assert len(set(seen)) == 3 and _held_by(db, "ann") == [seen[-1]]
+        # J: the rejected annotation, with the reviewer's reason on the page.
+        wait.until(lambda d: d.find_element(By.ID, "rejected").text == "Rejected (1)")
+        body.send_keys("j")
+        wait.until(lambda d: "the total is on the next line" in d.find_element(By.ID, "task-info").text)
+        assert driver.execute_script("return window.engine.annotation.id") == saved["id"]
+        driver.find_element(By.ID, "logout").click()  # signing out gives every lease back
+        wait.until(lambda d: _held_by(db, "ann") == [])
+        expected = ("/api/me", "/api/review/next - Failed to load resource: the server responded with a status of 404")
+        errors = [
+            e
+            for e in driver.get_log("browser")
+            if e["level"] == "SEVERE" and not any(x in e["message"] for x in expected)
+        ]
+        assert errors == []  # nothing but "sign in first" and "nothing to review"
+    finally:
+        driver.quit()

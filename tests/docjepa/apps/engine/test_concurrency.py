@@ -117,6 +117,7 @@ def _serve(url: str, port: int) -> subprocess.Popen:
     raise RuntimeError("the server did not start")
 
 
+@pytest.mark.slow  # end to end: a real server process started twice and killed
 @pytest.mark.parametrize("kill_after", [0.5, 1.5])
 def test_sigkill_mid_stream_loses_no_acknowledged_save(tmp_path, docs, kill_after):
     from docjepa.apps.engine import store

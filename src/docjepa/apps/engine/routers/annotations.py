@@ -2,29 +2,32 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from fastapi import APIRouter, HTTPException, Response
 
 from .. import masks, store
-from ..dependencies import DB, User
+from ..dependencies import DB, Id, User
 from ..schemas import AnswerIn, AnswerUpdate
 
 router = APIRouter(prefix="/api", tags=["annotations"])
 
 
 @router.post("/tasks/{task_id}/annotation")
-def annotate(task_id: int, body: AnswerIn, who: User, db: DB) -> dict:
+def annotate(task_id: Id, body: AnswerIn, who: User, db: DB) -> dict:
     task = store.task_for(db, task_id, who["id"])
     answer = body.to_answer(task["page"]["height"], task["page"]["width"])
     return store.create_annotation(db, task_id, who["id"], answer)
 
 
 @router.get("/annotations/mine")
-def mine(who: User, db: DB, limit: int = 50) -> list:
-    return store.my_annotations(db, who["id"], max(1, min(limit, 500)))
+def mine(who: User, db: DB, limit: int = 50, review: Literal["pending", "approved", "rejected"] | None = None) -> list:
+    """The caller's annotations, newest first (``review=rejected``: the ones to redo, with the reason)."""
+    return store.my_annotations(db, who["id"], max(1, min(limit, 500)), review)
 
 
 @router.get("/annotations/{annotation_id}")
-def get_annotation(annotation_id: int, who: User, db: DB) -> dict:
+def get_annotation(annotation_id: Id, who: User, db: DB) -> dict:
     a = store.get_annotation(db, annotation_id)
     if a["user_id"] != who["id"] and store.rank(who["role"]) < store.rank("reviewer"):
         raise HTTPException(403, "this annotation is someone else's")
@@ -32,7 +35,7 @@ def get_annotation(annotation_id: int, who: User, db: DB) -> dict:
 
 
 @router.get("/annotations/{annotation_id}/mask.png")
-def annotation_mask(annotation_id: int, who: User, db: DB) -> Response:
+def annotation_mask(annotation_id: Id, who: User, db: DB) -> Response:
     a = get_annotation(annotation_id, who, db)
     if not a["answerable"]:
         raise HTTPException(404, "this annotation says the question is not answerable on the page")
@@ -40,6 +43,6 @@ def annotation_mask(annotation_id: int, who: User, db: DB) -> Response:
 
 
 @router.put("/annotations/{annotation_id}")
-def update(annotation_id: int, body: AnswerUpdate, who: User, db: DB) -> dict:
+def update(annotation_id: Id, body: AnswerUpdate, who: User, db: DB) -> dict:
     page = store.page_info(db, store.get_annotation(db, annotation_id)["page_id"])
     return store.update_annotation(db, annotation_id, body.version, who, body.to_answer(page["height"], page["width"]))

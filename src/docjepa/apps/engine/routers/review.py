@@ -8,7 +8,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 from .. import store
-from ..dependencies import DB, Reviewer
+from ..dependencies import DB, Id, Reviewer
 from ..schemas import ReviewIn
 
 router = APIRouter(prefix="/api", tags=["review"])
@@ -21,7 +21,7 @@ def review_next(who: Reviewer, db: DB, source: Literal["human", "machine"] | Non
 
 
 @router.post("/annotations/{annotation_id}/review")
-def review(annotation_id: int, body: ReviewIn, who: Reviewer, db: DB) -> dict:
+def review(annotation_id: Id, body: ReviewIn, who: Reviewer, db: DB) -> dict:
     fix = None
     if body.fix is not None:
         page = store.page_info(db, store.get_annotation(db, annotation_id)["page_id"])
@@ -30,5 +30,5 @@ def review(annotation_id: int, body: ReviewIn, who: Reviewer, db: DB) -> dict:
 
 
 @router.get("/annotations/{annotation_id}/audit")
-def audit(annotation_id: int, who: Reviewer, db: DB) -> list:
+def audit(annotation_id: Id, who: Reviewer, db: DB) -> list:
     return store.audit_log(db, annotation_id)

@@ -7,7 +7,7 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from .. import store
-from ..dependencies import DB, Admin, Config, Model, User
+from ..dependencies import DB, Admin, Config, Id, Model, User
 from ..schemas import NewTask, ProposeIn
 
 router = APIRouter(prefix="/api/tasks", tags=["tasks"])
@@ -20,23 +20,23 @@ def next_task(who: User, db: DB, cfg: Config):
 
 
 @router.get("/{task_id}")
-def get_task(task_id: int, who: User, db: DB) -> dict:
+def get_task(task_id: Id, who: User, db: DB) -> dict:
     return store.task_for(db, task_id, who["id"])
 
 
 @router.post("/{task_id}/renew")
-def renew(task_id: int, who: User, db: DB, cfg: Config) -> dict:
+def renew(task_id: Id, who: User, db: DB, cfg: Config) -> dict:
     return store.renew(db, task_id, who["id"], cfg.lease_seconds)
 
 
 @router.post("/{task_id}/release")
-def release(task_id: int, who: User, db: DB) -> dict:
+def release(task_id: Id, who: User, db: DB) -> dict:
     store.release(db, task_id, who["id"])
     return {"ok": True}
 
 
 @router.post("/{task_id}/missed")
-def add_missed(task_id: int, body: ProposeIn, who: User, db: DB) -> dict:
+def add_missed(task_id: Id, body: ProposeIn, who: User, db: DB) -> dict:
     """A question the engine did not ask about the page of a task the caller holds: a new task on that page."""
     task = store.task_for(db, task_id, who["id"])
     return {"id": store.add_task(db, task["page_id"], body.question, qtype="user-added")}
@@ -48,7 +48,7 @@ def add_task(body: NewTask, who: Admin, db: DB) -> dict:
 
 
 @router.post("/{task_id}/propose")
-async def propose(task_id: int, body: ProposeIn, who: User, db: DB, cfg: Config, proposer: Model) -> dict:
+async def propose(task_id: Id, body: ProposeIn, who: User, db: DB, cfg: Config, proposer: Model) -> dict:
     if proposer is None:
         raise HTTPException(503, "no model: the server was started without --checkpoint")
     task = await run_in_threadpool(store.task_for, db, task_id, who["id"])

@@ -4,13 +4,14 @@
 const $ = (id) => document.getElementById(id);
 const COLOUR = "rgb(230, 40, 40)";
 const state = {
-  user: null, mode: "annotate", task: null, annotation: null, page: null, scale: 1,
+  user: null, csrf: null, mode: "annotate", task: null, annotation: null, page: null, scale: 1, zoom: 1,
   proposal: null, selected: null, dirty: false, edits: 0, shownAt: 0, undo: [],
-  tool: "words", drag: null, renewTimer: null, history: [], historyPos: -1,
+  tool: "words", drag: null, pan: null, renewTimer: null, history: [], historyPos: -1, rejected: [], rejectedPos: -1,
 };
 
 async function api(method, path, body) {
   const opts = { method, credentials: "same-origin", headers: {} };
+  if (method !== "GET" && state.csrf) opts.headers["X-CSRF-Token"] = state.csrf;  // the session's anti-forgery token
   if (body !== undefined) { opts.headers["Content-Type"] = "application/json"; opts.body = JSON.stringify(body); }
   const res = await fetch(path, opts);
   let data = null;
@@ -27,14 +28,24 @@ function showLogin() { state.user = null; $("bar").classList.add("hidden"); show
 
 async function start() {
   try { state.user = await api("GET", "/api/me"); } catch (e) { return showLogin(); }
+  state.csrf = state.user.csrf_token;
   $("bar").classList.remove("hidden");
   $("who").textContent = `${state.user.name} (${state.user.role}) · model ${state.user.model || "none"}`;
   for (const el of document.querySelectorAll(".reviewer-only")) el.classList.toggle("hidden", state.user.role === "annotator");
   for (const el of document.querySelectorAll(".admin-only")) el.classList.toggle("hidden", state.user.role !== "admin");
-  openView("annotate");
+  openView(state.user.role === "annotator" ? "annotate" : "review");  // reviewers start where they hold no lease
+  countRejected();
 }
 
-function openView(view) {
+async function leaveTask() {
+  // Outside Annotate nobody holds a task: give back the one held, stop renewing its lease.
+  clearInterval(state.renewTimer); state.renewTimer = null;
+  const t = state.task; state.task = null;
+  if (t) { try { await api("POST", `/api/tasks/${t.id}/release`); } catch (e) { /* the lease may have gone */ } }
+}
+
+async function openView(view) {
+  if (view !== "annotate") await leaveTask();
   state.mode = view;
   for (const b of document.querySelectorAll("header nav button")) b.classList.toggle("active", b.dataset.view === view);
   if (view === "dashboard") { show("dashboard-view"); return loadDashboard(); }
@@ -46,19 +57,29 @@ function openView(view) {
 }
 
 // ---- the page and its layers ---------------------------------------------------------------------------------
+function fitScale() { return Math.max(200, $("stage-wrap").clientWidth - 32) / state.page.width; }
+function layout() {
+  // The page fills the width of the view at zoom 1; + / - zoom in and out, scrolling (or a middle-button drag) pans.
+  state.scale = fitScale() * state.zoom;
+  const w = Math.round(state.page.width * state.scale), h = Math.round(state.page.height * state.scale);
+  $("page-img").style.width = w + "px"; $("page-img").style.height = h + "px";
+  for (const id of ["words-layer", "mask", "pointer-layer"]) { const c = $(id); c.style.width = w + "px"; c.style.height = h + "px"; }
+  $("zoom-level").textContent = `${Math.round(state.zoom * 100)} %`;
+}
+function zoomBy(factor) {
+  if (!state.page) return;
+  const wrap = $("stage-wrap"), cx = (wrap.scrollLeft + wrap.clientWidth / 2) / state.scale, cy = (wrap.scrollTop + wrap.clientHeight / 2) / state.scale;
+  state.zoom = factor ? Math.min(8, Math.max(0.25, state.zoom * factor)) : 1;
+  layout(); drawWords();
+  wrap.scrollLeft = cx * state.scale - wrap.clientWidth / 2; wrap.scrollTop = cy * state.scale - wrap.clientHeight / 2;  // keep the centre
+}
 function loadPage(page) {
   state.page = page;
   return new Promise((resolve, reject) => {
     const img = $("page-img");
     img.onload = () => {
-      const avail = Math.max(300, $("stage-wrap").clientWidth - 40);
-      state.scale = Math.min(1.5, avail / page.width);
-      const w = Math.round(page.width * state.scale), h = Math.round(page.height * state.scale);
-      img.style.width = w + "px"; img.style.height = h + "px";
-      for (const id of ["words-layer", "mask", "pointer-layer"]) {
-        const c = $(id); c.width = page.width; c.height = page.height; c.style.width = w + "px"; c.style.height = h + "px";
-      }
-      drawWords(); state.undo = []; state.shownAt = performance.now(); resolve();
+      for (const id of ["words-layer", "mask", "pointer-layer"]) { const c = $(id); c.width = page.width; c.height = page.height; }
+      layout(); drawWords(); state.undo = []; state.shownAt = performance.now(); resolve();
     };
     img.onerror = () => reject(new Error("the page image did not load"));
     img.src = `/api/pages/${page.id}/image`;
@@ -154,7 +175,9 @@ function wordAt(x, y) {
   return best;
 }
 function toggleWord(i) {
-  const [x0, y0, x1, y1] = state.page.words[i].box, ctx = maskCtx();
+  // Whole pixels, rounded as the server rounds a word's box when it snaps a candidate to words: a click adds or
+  // removes exactly the pixels of the word.
+  const [x0, y0, x1, y1] = state.page.words[i].box.map(Math.round), ctx = maskCtx();
   const cx = Math.floor((x0 + x1) / 2), cy = Math.floor((y0 + y1) / 2);
   const inside = ctx.getImageData(cx, cy, 1, 1).data[3] > 127;
   snapshot();
@@ -174,6 +197,7 @@ function drawRubberBand(a, b) {
 }
 
 function onPointerDown(ev) {
+  if (ev.button === 1) { const w = $("stage-wrap"); state.pan = [ev.clientX, ev.clientY, w.scrollLeft, w.scrollTop]; ev.preventDefault(); return; }
   if (!state.page || (!state.task && !state.annotation)) return;
   const [x, y] = pagePoint(ev);
   if (state.tool === "words") { const i = wordAt(x, y); if (i >= 0) toggleWord(i); return; }
@@ -183,11 +207,13 @@ function onPointerDown(ev) {
   if (state.tool === "brush") brushAt(x, y, ev.shiftKey);
 }
 function onPointerMove(ev) {
+  if (state.pan) { const w = $("stage-wrap"); w.scrollLeft = state.pan[2] - (ev.clientX - state.pan[0]); w.scrollTop = state.pan[3] - (ev.clientY - state.pan[1]); return; }
   if (!state.drag) return;
   const p = pagePoint(ev);
   if (state.tool === "brush") brushAt(p[0], p[1], state.drag.erase); else drawRubberBand(state.drag.start, p);
 }
 function onPointerUp(ev) {
+  if (state.pan) { state.pan = null; return; }
   if (!state.drag) return;
   const [a, b] = [state.drag.start, pagePoint(ev)];
   if (state.tool === "box") {
@@ -231,7 +257,7 @@ function answerPayload(answerable) {
     question: $("question").value.trim(), answerable,
     mask_png: answerable ? $("mask").toDataURL("image/png") : null,
     seconds, edits: state.edits,
-    candidate: state.proposal && !state.dirty && state.selected !== null ? state.selected : null,
+    candidate: answerable && state.proposal && !state.dirty && state.selected !== null ? state.selected : null,
     model_version: state.proposal ? state.proposal.model_version : null,
   };
 }
@@ -274,10 +300,26 @@ async function previous() {
   say(`your annotation ${state.annotation.id} (version ${state.annotation.version}): edit and Submit to save, → for a new task`);
 }
 
+async function countRejected() {
+  if (!state.user) return;
+  try { state.rejected = await api("GET", "/api/annotations/mine?review=rejected&limit=500"); } catch (e) { state.rejected = []; }
+  $("rejected").textContent = `Rejected (${state.rejected.length})`; $("rejected").disabled = !state.rejected.length;
+}
+async function nextRejected() {
+  // The annotator's rejected annotations in turn, each with the reviewer's reason: fix and Submit to send it back.
+  if (state.rejectedPos < 0) await countRejected();
+  if (!state.rejected.length) { say("none of your annotations is rejected"); return; }
+  await leaveTask();
+  state.rejectedPos = (state.rejectedPos + 1) % state.rejected.length;
+  await openAnnotation(state.rejected[state.rejectedPos].id);
+  say(`rejected (${state.rejectedPos + 1} of ${state.rejected.length}): ${state.annotation.review_reason || "no reason given"}; fix it and Submit, or J for the next`);
+}
+
 async function openAnnotation(id) {
   const a = await api("GET", `/api/annotations/${id}`);
   resetWork(); state.annotation = a;
-  $("task-info").textContent = `Annotation ${a.id} · ${a.page.doc_id} p.${a.page.page + 1} · ${a.review}`;
+  $("task-info").textContent = `Annotation ${a.id} · ${a.page.doc_id} p.${a.page.page + 1} · ${a.review}` +
+    (a.review === "rejected" && a.review_reason ? ` · reason: ${a.review_reason}` : "");
   $("question").value = a.question; $("question").readOnly = state.mode === "review";
   await loadPage(a.page);
   if (a.answerable) await drawImageToMask(`/api/annotations/${a.id}/mask.png`);
@@ -350,8 +392,10 @@ document.addEventListener("keydown", (ev) => {
     "[": () => { $("brush-size").value = Number($("brush-size").value) - 2; },
     "]": () => { $("brush-size").value = Number($("brush-size").value) + 2; },
   };
+  Object.assign(actions, { "+": () => zoomBy(1.25), "=": () => zoomBy(1.25), "-": () => zoomBy(0.8), 0: () => zoomBy(0) });
   if (state.mode === "annotate") Object.assign(actions, {
     p: propose, Enter: () => submit(true), n: () => submit(false), ArrowRight: skipTask, ArrowLeft: previous, m: addMissed,
+    j: nextRejected,
   });
   else Object.assign(actions, { a: () => review("approve"), x: () => review("reject"), f: () => review("fix"), ArrowRight: nextReview });
   const fn = actions[k] || actions[k.toLowerCase()];
@@ -361,10 +405,16 @@ document.addEventListener("keydown", (ev) => {
 window.addEventListener("DOMContentLoaded", () => {
   $("login-form").addEventListener("submit", async (ev) => {
     ev.preventDefault(); $("login-error").textContent = "";
-    try { await api("POST", "/api/login", { name: $("login-name").value, password: $("login-password").value }); $("login-password").value = ""; start(); }
+    try {
+      const r = await api("POST", "/api/login", { name: $("login-name").value, password: $("login-password").value });
+      state.csrf = r.csrf_token; $("login-password").value = ""; start();
+    }
     catch (e) { $("login-error").textContent = e.message; }
   });
-  $("logout").addEventListener("click", async () => { await api("POST", "/api/logout").catch(() => null); showLogin(); });
+  $("logout").addEventListener("click", async () => {
+    clearInterval(state.renewTimer); state.task = null;  // the server gives back every lease of the session's user
+    await api("POST", "/api/logout").catch(() => null); state.csrf = null; showLogin();
+  });
   for (const b of document.querySelectorAll("header nav button")) b.addEventListener("click", () => openView(b.dataset.view));
   $("propose").addEventListener("click", propose);
   $("submit").addEventListener("click", () => submit(true));
@@ -372,6 +422,11 @@ window.addEventListener("DOMContentLoaded", () => {
   $("next").addEventListener("click", skipTask);
   $("prev").addEventListener("click", previous);
   $("missed").addEventListener("click", addMissed);
+  $("rejected").addEventListener("click", nextRejected);
+  $("zoom-in").addEventListener("click", () => zoomBy(1.25));
+  $("zoom-out").addEventListener("click", () => zoomBy(0.8));
+  $("zoom-fit").addEventListener("click", () => zoomBy(0));
+  window.addEventListener("resize", () => { if (state.page) { layout(); drawWords(); } });
   $("undo").addEventListener("click", undo);
   $("clear").addEventListener("click", () => { snapshot(); clearMask(); edited(); });
   $("approve").addEventListener("click", () => review("approve"));

@@ -26,7 +26,18 @@ from .errors import Conflict, Forbidden, Invalid, NotFound
 from .pages import add_pages, load_page, page_image, page_info, page_json, page_record, record_upload
 from .review import next_for_review, review_annotation
 from .settings import counts, serving_model, serving_setting, set_serving_model
-from .tasks import LEASE_SECONDS, add_task, claim_next, release, renew, set_priority, task_for, task_json
+from .tasks import (
+    LEASE_SECONDS,
+    add_task,
+    claim_next,
+    release,
+    release_all,
+    renew,
+    set_priority,
+    task_for,
+    task_json,
+)
+from .throttle import Throttle, Throttled
 
 __all__ = [
     "AUTOLABEL_USER",
@@ -38,6 +49,8 @@ __all__ = [
     "Forbidden",
     "Invalid",
     "NotFound",
+    "Throttle",
+    "Throttled",
     "add_pages",
     "add_task",
     "add_user",
@@ -63,6 +76,7 @@ __all__ = [
     "rank",
     "record_upload",
     "release",
+    "release_all",
     "renew",
     "review_annotation",
     "serving_model",

@@ -9,6 +9,7 @@ from sqlalchemy import delete, select, update
 
 from ..db import Database
 from ..tables import ROLES, AuditEntry, LoginSession, User, now
+from . import throttle as throttling
 from .errors import Forbidden, Invalid
 
 SESSION_SECONDS = 12 * 3600
@@ -49,11 +50,18 @@ def _token_hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def login(db: Database, name: str, password: str) -> tuple[str, dict]:
+def login(
+    db: Database, name: str, password: str, address: str | None = None, throttle: throttling.Throttle | None = None
+) -> tuple[str, dict]:
     """A new session token for a correct name and password; Forbidden otherwise, with the same message and about
-    the same time either way. The hash is checked outside any write transaction (it takes tens of ms)."""
+    the same time either way. The hash is checked outside any write transaction (it takes tens of ms). With a
+    ``throttle``, the attempt is first counted against the account and the client ``address`` and refused
+    (:class:`~.throttle.Throttled`) while either must wait."""
     from argon2.exceptions import VerificationError
 
+    charged = throttling.keys(name, address)
+    if throttle is not None:
+        throttling.reserve(db, charged, throttle)
     with db.read() as s:
         user = s.scalar(select(User).where(User.name == name))
     try:
@@ -62,7 +70,11 @@ def login(db: Database, name: str, password: str) -> tuple[str, dict]:
             raise VerificationError
         _hasher().verify(user.password_hash, password)
     except VerificationError:
+        if throttle is not None:
+            throttling.failed(db, charged)
         raise Forbidden("wrong user name or password") from None
+    if throttle is not None:
+        throttling.succeeded(db, charged, throttle)
     rehash = _hasher().hash(password) if _hasher().check_needs_rehash(user.password_hash) else None
     token, t = secrets.token_urlsafe(32), now()
     with db.write() as s:

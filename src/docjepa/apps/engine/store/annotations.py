@@ -16,6 +16,8 @@ from .audit import audit_change
 from .errors import Conflict, Forbidden, Invalid, NotFound
 from .tasks import held_task
 
+MAX_EDITS = 2**31 - 1
+"""The most edits an annotation may count (the column's range)."""
 MAX_SECONDS = 24 * 3600
 """Longest time an annotation may report (a tab left open overnight is capped, not trusted)."""
 
@@ -82,8 +84,7 @@ def create_annotation(db: Database, task_id: int, user_id: int, answer: Answer) 
     with db.write() as s:
         task = held_task(s, task_id, user_id)
         page = s.get(PageRow, task.page_id)
-        if task.question is not None and answer.question.strip() != task.question:
-            raise Invalid("the question of this task cannot be changed")
+        same_question(answer, task.question)
         rle, words = check_answer(answer, page)
         t = now()
         a = Annotation(
@@ -95,7 +96,7 @@ def create_annotation(db: Database, task_id: int, user_id: int, answer: Answer) 
             word_ids=words,
             user_id=user_id,
             model_version=answer.model_version,
-            candidate=answer.candidate,
+            candidate=answer.candidate if answer.answerable else None,
             seconds=float(answer.seconds),
             edits=int(answer.edits),
             review="pending",
@@ -211,29 +212,42 @@ def _jsonable(d: dict[str, Any]) -> dict[str, Any]:
 
 
 def update_annotation(db: Database, annotation_id: int, version: int, user: dict, answer: Answer) -> dict:
+    """Change an annotation (its author, or a reviewer) from ``version``: a new mask or "not answerable". The
+    question and the model that proposed it stay; the seconds and edits are added to the ones already spent; it
+    counts as a candidate accepted as-is only while its mask is that candidate's."""
     with db.read() as s:
         a = s.get(Annotation, annotation_id)
         if a is None:
             raise NotFound(f"no annotation {annotation_id}")
         page = s.get(PageRow, a.page_id)
+        before = annotation_json(a)
+    same_question(answer, before["question"])
     rle, words = check_answer(answer, page)
+    kept = rle == before["mask"] and answer.answerable == before["answerable"]
     values = {
-        "question": answer.question.strip(),
         "answerable": answer.answerable,
         "mask": rle,
         "word_ids": words,
-        "seconds": float(answer.seconds),
-        "edits": int(answer.edits),
-        "candidate": answer.candidate,
-        "model_version": answer.model_version,
+        "seconds": min(MAX_SECONDS, before["seconds"] + float(answer.seconds)),
+        "edits": min(MAX_EDITS, before["edits"] + int(answer.edits)),
+        "candidate": before["candidate"] if kept else None,
         "review": "pending",
     }
     return versioned_update(db, annotation_id, version, user, values, "update")
 
 
-def my_annotations(db: Database, user_id: int, limit: int = 50) -> list[dict]:
+def same_question(answer: Answer, question: str | None) -> None:
+    """An annotation answers the question of its task: a save that changes it is refused (422)."""
+    if question is not None and answer.question.strip() != question:
+        raise Invalid("the question of this task cannot be changed")
+
+
+def my_annotations(db: Database, user_id: int, limit: int = 50, review: str | None = None) -> list[dict]:
+    """The user's annotations, newest first; ``review``: only those in that review state (``rejected``: what to
+    redo, with the reviewer's reason)."""
     with db.read() as s:
-        rows = s.scalars(
-            select(Annotation).where(Annotation.user_id == user_id).order_by(Annotation.created_at.desc()).limit(limit)
-        )
+        q = select(Annotation).where(Annotation.user_id == user_id)
+        if review is not None:
+            q = q.where(Annotation.review == review)
+        rows = s.scalars(q.order_by(Annotation.created_at.desc(), Annotation.id.desc()).limit(limit))
         return [annotation_json(a) for a in rows]

@@ -7,7 +7,7 @@ from sqlalchemy import func, select
 from ..db import Database
 from ..tables import Annotation, PageRow
 from .accounts import rank
-from .annotations import Answer, annotation_json, check_answer, versioned_update
+from .annotations import Answer, annotation_json, check_answer, same_question, versioned_update
 from .errors import Forbidden, Invalid, NotFound
 from .pages import page_json
 
@@ -28,6 +28,13 @@ def review_annotation(
         raise Invalid("decision must be approve, reject or fix")
     if decision != "approve" and not reason.strip():
         raise Invalid(f"{decision} needs a reason")
+    with db.read() as s:
+        a = s.get(Annotation, annotation_id)
+        if a is None:
+            raise NotFound(f"no annotation {annotation_id}")
+        author, question, page = a.user_id, a.question, s.get(PageRow, a.page_id)
+    if author == user["id"]:
+        raise Forbidden("an annotation is reviewed by someone other than its author")
     values = {
         "review": "rejected" if decision == "reject" else "approved",
         "review_reason": reason.strip(),
@@ -36,13 +43,9 @@ def review_annotation(
     if decision == "fix":
         if fix is None:
             raise Invalid("fix needs the corrected answer")
-        with db.read() as s:
-            a = s.get(Annotation, annotation_id)
-            if a is None:
-                raise NotFound(f"no annotation {annotation_id}")
-            page = s.get(PageRow, a.page_id)
+        same_question(fix, question)
         rle, words = check_answer(fix, page)
-        values |= {"mask": rle, "word_ids": words, "answerable": fix.answerable, "question": fix.question.strip()}
+        values |= {"mask": rle, "word_ids": words, "answerable": fix.answerable}
     return versioned_update(db, annotation_id, version, user, values, "review")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlalchemy import or_, select, update
 
 from ..db import Database
-from ..tables import PageRow, Task, now
+from ..tables import PageRow, Skip, Task, now
 from .errors import Conflict, NotFound
 from .pages import page_json
 
@@ -39,9 +39,10 @@ def task_json(task: Task, page: PageRow | None = None) -> dict:
 
 
 def claim_next(db: Database, user_id: int, lease: float = LEASE_SECONDS) -> dict | None:
-    """The caller's task: the one it already holds, else the first open task whose lease is free or expired, leased
-    to it now. Two callers never get the same task while its lease runs: the claim is a conditional UPDATE on the
-    task's ``claims`` counter (and, on PostgreSQL, rows other claimers hold are skipped, not waited for)."""
+    """The caller's task: the one it already holds, else the first open task whose lease is free or expired and
+    that the caller did not pass over (its skips, until they expire), leased to it now. Two callers never get the
+    same task while its lease runs: the claim is a conditional UPDATE on the task's ``claims`` counter (and, on
+    PostgreSQL, rows other claimers hold are skipped, not waited for)."""
     for _ in range(100):
         with db.write() as s:
             t = now()
@@ -51,9 +52,11 @@ def claim_next(db: Database, user_id: int, lease: float = LEASE_SECONDS) -> dict
             if held is not None:
                 held.lease_expires = t + lease
                 return task_json(held, s.get(PageRow, held.page_id))
+            skipped = select(Skip.task_id).where(Skip.user_id == user_id, Skip.until > t)
             free = s.scalar(
                 select(Task)
                 .where(Task.status == "open", or_(Task.lease_user_id.is_(None), Task.lease_expires <= t))
+                .where(Task.id.not_in(skipped))
                 .order_by(Task.priority.desc(), Task.id)
                 .limit(1)
                 .with_for_update(skip_locked=True)
@@ -94,9 +97,24 @@ def renew(db: Database, task_id: int, user_id: int, lease: float = LEASE_SECONDS
 
 
 def release(db: Database, task_id: int, user_id: int) -> None:
+    """Give a held task back, for others; the caller passed it over, so it is not handed back to the caller until
+    the lease would have ended (a skip)."""
     with db.write() as s:
         task = held_task(s, task_id, user_id)
+        s.merge(Skip(user_id=user_id, task_id=task_id, until=task.lease_expires))
         task.lease_user_id, task.lease_expires = None, None
+
+
+def release_all(db: Database, user_id: int) -> int:
+    """Give back every task the user holds (signing out); returns how many. These are not skips."""
+    with db.write() as s:
+        res = s.execute(
+            update(Task)
+            .where(Task.lease_user_id == user_id, Task.status == "open")
+            .values(lease_user_id=None, lease_expires=None)
+            .execution_options(synchronize_session=False)
+        )
+        return res.rowcount
 
 
 def task_for(db: Database, task_id: int, user_id: int) -> dict:

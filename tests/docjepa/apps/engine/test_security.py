@@ -1,0 +1,269 @@
+"""What a security review and a new team found: sign-in throttling, cross-site request forgery, self-review, numbers
+beyond the columns' range, streamed oversized bodies, the API description; and the data that reached exports
+wrong (not-answerable saves, edits of one's own annotation, skips, leases held by reviewers and after sign-out,
+rejection reasons, candidates not snapped to words)."""
+
+import threading
+
+import numpy as np
+import pytest
+
+from .conftest import PASSWORD, client_for, make_engine, mask_png, word_mask
+
+
+@pytest.fixture
+def engine(tmp_path, docs):
+    from docjepa.apps.engine.app import ServerConfig, create_app
+
+    url = f"sqlite:///{tmp_path / 'e.db'}"
+    db = make_engine(url, docs, pages=6)
+    yield (lambda **cfg: create_app(ServerConfig(db=url, **cfg), proposer=None)), db
+    db.dispose()
+
+
+class Clock:
+    """The throttle's clock, moved by hand: waits are tested without sleeping."""
+
+    def __init__(self, monkeypatch, t=1_000_000.0):
+        from docjepa.apps.engine.store import throttle
+
+        self.t = t
+        monkeypatch.setattr(throttle, "now", lambda: self.t)
+
+
+def _sign_ins(db):
+    from docjepa.apps.engine import store
+
+    return [e for e in store.audit_log(db) if e["entity"] == "sign-in"]
+
+
+def test_failed_sign_ins_wait_longer_and_longer_per_account_and_per_address(engine, monkeypatch):
+    from fastapi.testclient import TestClient
+
+    make_app, db = engine
+    clock = Clock(monkeypatch)
+    app = make_app(sign_in_free_attempts=3, sign_in_free_per_address=8, sign_in_base_delay=10.0, sign_in_max_delay=60.0)
+    anon = TestClient(app)
+
+    def attempt(name, password="wrong password"):
+        return anon.post("/api/login", json={"name": name, "password": password})
+
+    assert [attempt("ann").status_code for _ in range(4)] == [403, 403, 403, 403]  # 3 free, then a 4th counted
+    refused = attempt("ann", PASSWORD)  # now even the right password waits: the password is not looked at
+    assert refused.status_code == 429 and refused.headers["retry-after"] == "10"
+    clock.t += 9
+    assert attempt("ann", PASSWORD).status_code == 429
+    clock.t += 1.5
+    assert attempt("ann").status_code == 403  # heard again, failed: the next wait doubles
+    clock.t += 11
+    assert attempt("ann", PASSWORD).status_code == 429
+    clock.t += 10
+    ok = attempt("ann", PASSWORD)
+    assert ok.status_code == 200 and ok.json()["user"]["name"] == "ann"
+    assert attempt("ann").status_code == 403  # a correct password starts the account again from zero
+    # The address is counted too: guessing many accounts from it is throttled the same way (8 free there).
+    clock.t += 3600 + 1  # everything forgotten
+    codes = [attempt(f"user{i}").status_code for i in range(10)]
+    assert codes == [403] * 9 + [429]
+    log = _sign_ins(db)
+    assert sum(e["action"] == "failed" for e in log) == 15 and sum(e["action"] == "refused" for e in log) == 4
+    assert all(e["after"]["keys"][-1] == "addr:testclient" for e in log)
+
+
+def test_parallel_guesses_cannot_pass_the_count_together(engine, monkeypatch):
+    from fastapi.testclient import TestClient
+
+    make_app, db = engine
+    Clock(monkeypatch)
+    app = make_app(sign_in_free_attempts=3, sign_in_base_delay=60.0)
+    codes = []
+
+    def guess():
+        codes.append(TestClient(app).post("/api/login", json={"name": "ann", "password": "nope nope"}).status_code)
+
+    threads = [threading.Thread(target=guess) for _ in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(codes) == [403] * 4 + [429] * 8  # 3 free + the one that set the wait; the rest refused unheard
+    assert [e["action"] for e in _sign_ins(db)].count("failed") == 4
+
+
+def _csrf_app(engine):
+    make_app, _ = engine
+    return make_app()
+
+
+def test_state_changes_need_the_session_token_and_the_served_origin(engine):
+    from fastapi.testclient import TestClient
+
+    app = _csrf_app(engine)
+    ann = client_for(app, "ann")  # a signed-in page: cookie + X-CSRF-Token
+    task = ann.post("/api/tasks/next").json()
+    forged = TestClient(app)  # the same cookie, no token: what a form on another page sends
+    forged.cookies = ann.cookies
+    for path in (f"/api/tasks/{task['id']}/release", "/api/logout", "/api/tasks/next"):
+        r = forged.post(path)
+        assert r.status_code == 403 and "X-CSRF-Token" in r.json()["detail"], path
+    wrong = forged.post(f"/api/tasks/{task['id']}/release", headers={"X-CSRF-Token": "0" * 64})
+    assert wrong.status_code == 403
+    # A page of the same site on another port, even holding the token, is refused by its origin.
+    other = ann.post(f"/api/tasks/{task['id']}/release", headers={"Origin": "http://testserver:8001"})
+    assert other.status_code == 403 and "cross-origin" in other.json()["detail"]
+    referer = ann.post("/api/logout", headers={"Referer": "http://127.0.0.1:9999/attack.html"})
+    assert referer.status_code == 403
+    assert ann.get("/api/me").status_code == 200  # reads need no token; the session is still there
+    same = ann.post(f"/api/tasks/{task['id']}/renew", headers={"Origin": "http://testserver"})
+    assert same.status_code == 200
+    assert ann.get("/api/me").json()["csrf_token"] == ann.headers["X-CSRF-Token"]  # a reloaded page gets it again
+    # Scripts with a bearer token (never sent by a browser on its own) need no token.
+    token = TestClient(app).post("/api/login", json={"name": "bob", "password": PASSWORD}).json()["token"]
+    bearer = TestClient(app, headers={"Authorization": f"Bearer {token}"})
+    assert bearer.post("/api/tasks/next").status_code == 200
+    proxied = engine[0](allowed_origins=["https://annotate.example.org"])
+    rev = client_for(proxied, "rev")
+    assert rev.post("/api/tasks/next", headers={"Origin": "https://annotate.example.org"}).status_code == 200
+
+
+def test_nobody_reviews_their_own_annotation(engine):
+    app = _csrf_app(engine)
+    rev = client_for(app, "rev")
+    task = rev.post("/api/tasks/next").json()
+    a = rev.post(f"/api/tasks/{task['id']}/annotation", json={"question": task["question"], "answerable": False})
+    own = rev.post(f"/api/annotations/{a.json()['id']}/review", json={"version": 1, "decision": "approve"})
+    assert own.status_code == 403 and "someone other than its author" in own.json()["detail"]
+    boss = client_for(app, "boss")
+    assert boss.post(f"/api/annotations/{a.json()['id']}/review", json={"version": 1, "decision": "approve"}).is_success
+
+
+def test_numbers_beyond_the_columns_are_422_and_streamed_bodies_413(engine):
+    app = _csrf_app(engine)
+    ann = client_for(app, "ann")
+    big = 2**63
+    for path in (f"/api/pages/{big}/image", f"/api/tasks/{big}", f"/api/annotations/{big}", f"/api/pages/{2**31}"):
+        assert ann.get(path).status_code == 422, path
+    task = ann.post("/api/tasks/next").json()
+    m = word_mask(task["page"], [0])
+    for extra in ({"edits": 1e30}, {"edits": -1}, {"candidate": 2**40}, {"seconds": 1e300}):
+        body = {"question": task["question"], "mask_png": mask_png(m), **extra}
+        r = ann.post(f"/api/tasks/{task['id']}/annotation", json=body)
+        assert r.status_code == 422, (extra, r.text)
+
+    def stream():  # 17 MiB in chunks, no Content-Length
+        for _ in range(17):
+            yield b"x" * 2**20
+
+    r = ann.post(f"/api/tasks/{task['id']}/annotation", content=stream(), headers={"Content-Type": "application/json"})
+    assert r.status_code == 413 and "larger than" in r.json()["detail"]
+    assert ann.post("/api/tasks/next").status_code == 200  # and the service goes on
+
+
+def test_the_api_description_is_off_unless_asked_for_and_then_behind_sign_in(engine):
+    from fastapi.testclient import TestClient
+
+    app = _csrf_app(engine)
+    for path in ("/api/docs", "/redoc", "/api/openapi.json", "/docs"):
+        assert TestClient(app).get(path).status_code == 404, path
+    with_docs = engine[0](api_docs=True)
+    assert TestClient(with_docs).get("/api/openapi.json").status_code == 401
+    schema = client_for(with_docs, "ann").get("/api/openapi.json").json()
+    assert "/api/tasks/next" in schema["paths"]
+
+
+def test_saves_record_what_was_done(engine):
+    from docjepa.apps.engine import store
+
+    app = _csrf_app(engine)
+    _, db = engine
+    ann, rev = client_for(app, "ann"), client_for(app, "rev")
+    # "Not answerable" with a candidate still selected is not an accepted candidate.
+    task = ann.post("/api/tasks/next").json()
+    body = {"question": task["question"], "answerable": False, "candidate": 2, "model_version": "m:1", "seconds": 3}
+    na = ann.post(f"/api/tasks/{task['id']}/annotation", json=body).json()
+    assert na["answerable"] is False and na["candidate"] is None and na["model_version"] == "m:1"
+    # An answer accepted as proposed, then edited by its author: model kept, time and edits added, question fixed.
+    task = ann.post("/api/tasks/next").json()
+    m = word_mask(task["page"], [0, 1])
+    body = {
+        "question": task["question"],
+        "mask_png": mask_png(m),
+        "seconds": 4.0,
+        "candidate": 1,
+        "model_version": "m:2",
+    }
+    a = ann.post(f"/api/tasks/{task['id']}/annotation", json=body).json()
+    same = {"question": task["question"], "mask_png": mask_png(m), "seconds": 2.0, "edits": 0, "version": 1}
+    kept = ann.put(f"/api/annotations/{a['id']}", json=same).json()
+    assert (kept["model_version"], kept["candidate"], kept["seconds"], kept["edits"]) == ("m:2", 1, 6.0, 0)
+    changed = same | {"mask_png": mask_png(word_mask(task["page"], [0])), "edits": 1, "version": 2}
+    after = ann.put(f"/api/annotations/{a['id']}", json=changed).json()
+    assert (after["model_version"], after["candidate"], after["seconds"], after["edits"]) == ("m:2", None, 8.0, 1)
+    moved = ann.put(f"/api/annotations/{a['id']}", json=changed | {"question": "Something else?", "version": 3})
+    assert moved.status_code == 422 and "cannot be changed" in moved.json()["detail"]
+    fix = changed | {"question": "Something else?"}
+    r = rev.post(
+        f"/api/annotations/{a['id']}/review", json={"version": 3, "decision": "fix", "reason": "r", "fix": fix}
+    )
+    assert r.status_code == 422
+    assert store.get_annotation(db, a["id"])["question"] == task["question"]
+    # Rejected work comes back to its author with the reason, and only it when asked for.
+    rejected = rev.post(
+        f"/api/annotations/{na['id']}/review", json={"version": 1, "decision": "reject", "reason": "look again"}
+    )
+    assert rejected.status_code == 200
+    mine = ann.get("/api/annotations/mine?review=rejected").json()
+    assert [(x["id"], x["review_reason"]) for x in mine] == [(na["id"], "look again")]
+    assert len(ann.get("/api/annotations/mine").json()) == 2
+    assert ann.get("/api/annotations/mine?review=lost").status_code == 422
+
+
+def test_skip_hands_out_another_task_and_signing_out_gives_leases_back(engine, monkeypatch):
+    from docjepa.apps.engine import store
+    from docjepa.apps.engine.store import tasks
+
+    app = _csrf_app(engine)
+    _, db = engine
+    ann = client_for(app, "ann")
+    first = ann.post("/api/tasks/next").json()
+    seen = [first["id"]]
+    for _ in range(3):  # → three times: each time another task, never the one just passed over
+        assert ann.post(f"/api/tasks/{seen[-1]}/release").status_code == 200
+        seen.append(ann.post("/api/tasks/next").json()["id"])
+    assert len(set(seen)) == 4
+    bob = client_for(app, "bob")
+    assert bob.post("/api/tasks/next").json()["id"] == first["id"]  # a skip is the skipper's alone
+    # Once the lease would have ended (bob's too, here), a skipped task comes back to its skipper.
+    assert ann.post(f"/api/tasks/{seen[-1]}/release").status_code == 200
+    t = tasks.now() + store.LEASE_SECONDS + 1
+    monkeypatch.setattr(tasks, "now", lambda: t)
+    assert ann.post("/api/tasks/next").json()["id"] == first["id"]
+    monkeypatch.undo()
+    held = ann.post("/api/tasks/next").json()["id"]
+    assert held == first["id"] and ann.post("/api/logout").status_code == 200
+    from docjepa.apps.engine.tables import Task
+
+    with db.read() as s:
+        assert s.get(Task, held).lease_user_id is None  # signing out gave the lease back
+
+
+def test_candidates_are_the_boxes_of_their_words(tmp_path, docs, tiny_proposer):
+    from docjepa.apps.engine import masks, store
+    from docjepa.apps.engine.app import ServerConfig, create_app
+
+    url = f"sqlite:///{tmp_path / 'e.db'}"
+    db = make_engine(url, docs, pages=3, users=("ann",))
+    ann = client_for(create_app(ServerConfig(db=url), proposer=tiny_proposer), "ann")
+    checked = 0
+    for _ in range(4):
+        task = ann.post("/api/tasks/next").json()
+        page = store.page_info(db, task["page_id"])
+        got = ann.post(f"/api/tasks/{task['id']}/propose", json={"question": task["question"]}).json()
+        for c in got["candidates"]:
+            drawn = masks.from_png(c["png"], page["height"], page["width"])
+            if c["word_ids"]:
+                assert np.array_equal(drawn, masks.words_mask(page["words"], c["word_ids"], *drawn.shape))
+                checked += 1
+        ann.post(f"/api/tasks/{task['id']}/annotation", json={"question": task["question"], "answerable": False})
+    assert checked > 0
+    db.dispose()
