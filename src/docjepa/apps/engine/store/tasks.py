@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import delete, or_, select, update
 
 from ..db import Database
 from ..tables import PageRow, Skip, Task, now
@@ -101,6 +101,7 @@ def release(db: Database, task_id: int, user_id: int) -> None:
     the lease would have ended (a skip)."""
     with db.write() as s:
         task = held_task(s, task_id, user_id)
+        s.execute(delete(Skip).where(Skip.user_id == user_id, Skip.until <= now()))  # the ones that ran out
         s.merge(Skip(user_id=user_id, task_id=task_id, until=task.lease_expires))
         task.lease_user_id, task.lease_expires = None, None
 
