@@ -86,31 +86,7 @@ def create_annotation(db: Database, task_id: int, user_id: int, answer: Answer) 
         page = s.get(PageRow, task.page_id)
         same_question(answer, task.question)
         rle, words = check_answer(answer, page)
-        t = now()
-        a = Annotation(
-            task_id=task.id,
-            page_id=task.page_id,
-            question=answer.question.strip(),
-            answerable=answer.answerable,
-            mask=rle,
-            word_ids=words,
-            user_id=user_id,
-            model_version=answer.model_version,
-            candidate=answer.candidate if answer.answerable else None,
-            seconds=float(answer.seconds),
-            edits=int(answer.edits),
-            review="pending",
-            review_reason="",
-            version=1,
-            created_at=t,
-            updated_at=t,
-            source="human",
-        )
-        s.add(a)
-        task.status, task.lease_user_id, task.lease_expires = "done", None, None
-        s.flush()
-        audit_change(s, user_id, "create", a.id, None, annotation_json(a))
-        return annotation_json(a)
+        return _save_new(s, task, answer, rle, words, user_id, "human", audit_user=user_id)
 
 
 AUTOLABEL_USER = "autolabel"
@@ -140,32 +116,38 @@ def create_machine_annotation(db: Database, task_id: int, mask: np.ndarray, mode
         ):
             return None
         page = s.get(PageRow, task.page_id)
-        rle, words = check_answer(Answer(task.question or "", True, mask, model_version=model_version), page)
-        t = now()
-        a = Annotation(
-            task_id=task.id,
-            page_id=task.page_id,
-            question=task.question,
-            answerable=True,
-            mask=rle,
-            word_ids=words,
-            user_id=uid,
-            model_version=model_version,
-            candidate=None,
-            seconds=0.0,
-            edits=0,
-            review="pending",
-            review_reason="",
-            version=1,
-            created_at=t,
-            updated_at=t,
-            source="machine",
-        )
-        s.add(a)
-        task.status, task.lease_user_id, task.lease_expires = "done", None, None
-        s.flush()
-        audit_change(s, None, "create", a.id, None, annotation_json(a))
-        return annotation_json(a)
+        answer = Answer(task.question or "", True, mask, model_version=model_version)
+        rle, words = check_answer(answer, page)
+        return _save_new(s, task, answer, rle, words, uid, "machine", audit_user=None)
+
+
+def _save_new(s, task: Task, answer: Answer, rle, words: list[int], user_id: int, source: str, audit_user) -> dict:
+    """The first version of a task's annotation, audited, and the task closed, in the caller's transaction."""
+    t = now()
+    a = Annotation(
+        task_id=task.id,
+        page_id=task.page_id,
+        question=answer.question.strip(),
+        answerable=answer.answerable,
+        mask=rle,
+        word_ids=words,
+        user_id=user_id,
+        model_version=answer.model_version,
+        candidate=answer.candidate if answer.answerable else None,
+        seconds=float(answer.seconds),
+        edits=int(answer.edits),
+        review="pending",
+        review_reason="",
+        version=1,
+        created_at=t,
+        updated_at=t,
+        source=source,
+    )
+    s.add(a)
+    task.status, task.lease_user_id, task.lease_expires = "done", None, None
+    s.flush()
+    audit_change(s, audit_user, "create", a.id, None, annotation_json(a))
+    return annotation_json(a)
 
 
 def get_annotation(db: Database, annotation_id: int) -> dict:
