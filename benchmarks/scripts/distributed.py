@@ -3,14 +3,17 @@
 Usage: python benchmarks/scripts/distributed.py [--worlds 2 4] [--steps 8] [--memory-hidden 512] [--out FILE]
 
 1. Equality (float64, a LLaMA with 2 layers, hidden 64, MLP 172: row counts that do not divide among the ranks):
-   FSDP2 (``fully_shard`` per decoder layer and the root; RS-SNGD steps the DTensor shards) and ZeRO
-   (``ZeroRedundancyOptimizer`` over DDP, ``partitioned=True``) against one process on the same global batches,
-   ``--steps`` steps with renewals every 3 steps (staggered), default settings and ``fisher="tensor"``; the
-   largest parameter difference.
+   FSDP2 (``fully_shard`` per decoder layer and the root; RS-SNGD steps the DTensor shards, the residual's
+   matrices orthogonalised by owner ranks), ZeRO (``ZeroRedundancyOptimizer`` over DDP, ``partitioned=True``)
+   and DDP (``data_parallel=True``: the ranks split the Newton–Schulz work) against one process on the same global
+   batches, ``--steps`` steps with renewals every 3 steps (staggered), for the ``rsngd`` recipe, its subspace step
+   alone and the recipe with a 4-bit residual momentum; the largest parameter difference.
 2. Memory per process (float32 LLaMA with ``--memory-hidden``, 4 layers, vocabulary 8192, created on the meta
-   device and materialised after sharding): peak RSS above the process's RSS before the model was built, and
-   the optimizer state bytes of the process, for AdamW, RS-SNGD and RS-SNGD with ``per_layer=True`` in one
-   process, and AdamW and RS-SNGD under FSDP2 with 2 processes.
+   device and materialised after sharding): peak RSS above the process's RSS before the model was built (the
+   transient whole matrices of the residual's owners included), the optimizer state bytes of the process, and
+   those of its projected matrices against AdamW's, for AdamW, Muon (``torch.optim.Muon``; one process: it does
+   not step sharded parameters), the ``rsngd`` recipe and the recipe with ``per_layer=True`` in one process, and
+   AdamW and the recipe under FSDP2 with 2 and 4 processes.
 
 Every rank computes the one-process reference itself. Writes JSON.
 """
@@ -62,10 +65,11 @@ def optimizer(model, name: str, hp: dict, zero: bool = False):
         opt = ZeroRedundancyOptimizer(
             proj, optimizer_class=rsngd.RSNGD, partitioned=True, lr=0.02, update_gap=3, **{"rank": 8, **hp}
         )
-        opt.add_param_group({"params": other + flat, "rank": None})
+        opt.add_param_group({"params": other, "rank": None, "adamw_state": "light"})  # as the recipe
+        opt.add_param_group({"params": flat, "rank": None})
         return opt
-    if name == "adamw":
-        return rsngd.create_optimizer(model.named_parameters(), "adamw", lr=0.02)
+    if name in ("adamw", "muon"):
+        return rsngd.create_optimizer(model.named_parameters(), name, lr=0.02)
     if name == "rsngd-per-layer":
         name, hp = "rsngd", {**hp, "per_layer": True}
     hp = {"rank": 8, **hp}
@@ -109,6 +113,10 @@ def equality(steps: int, hp: dict) -> dict:
     ddp = DistributedDataParallel(model)
     train(model, optimizer(model, "rsngd", hp, zero=True), steps, vocab, rank, world, forward=ddp)
     out["zero"] = max((p.detach() - expected[n]).abs().max().item() for n, p in model.named_parameters())
+    model = llama(64, 172, 2, vocab, torch.float64)
+    ddp = DistributedDataParallel(model)
+    train(model, optimizer(model, "rsngd", {**hp, "data_parallel": True}), steps, vocab, rank, world, forward=ddp)
+    out["ddp"] = max((p.detach() - expected[n]).abs().max().item() for n, p in model.named_parameters())
     return out
 
 
@@ -141,11 +149,15 @@ def memory(name: str, hidden: int, steps: int = 3) -> dict:
     opt = optimizer(model, name, {"rank": hidden // 8})
     train(model, opt, steps, vocab, rank, world)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    projected, _, _ = rsngd.split_parameters(model.named_parameters())
+    local = sum((p.to_local() if hasattr(p, "to_local") else p).numel() for p in projected)
     return {
         "optimizer": name,
         "world": world,
         "peak_rss_above_start_bytes": peak - before,
         "optimizer_state_bytes": rsngd.optimizer_state_bytes(opt),
+        "projected_state_bytes": rsngd.optimizer_state_bytes(opt, projected),
+        "projected_adamw_bytes": 8 * local,  # AdamW's two float32 moments of this process's projected rows
     }
 
 
@@ -176,8 +188,13 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     result: dict = {"steps": args.steps, "update_gap": 3, "torch": torch.__version__, "equality": [], "memory": []}
+    settings = (
+        ("rsngd recipe", {}),
+        ("residual=none", {"residual": "none"}),
+        ("4-bit residual momentum", {"residual_momentum": 0.95, "residual_bits": 4}),
+    )
     for world in args.worlds:
-        for label, hp in (("defaults", {}), ("fisher=tensor", {"fisher": "tensor"})):
+        for label, hp in settings:
             t0 = time.perf_counter()
             diffs = spawn(world, "equality", steps=args.steps, hp=hp)
             row = {
@@ -185,11 +202,14 @@ def main() -> None:
                 "settings": label,
                 "fsdp2_max_abs_diff": max(d["fsdp2"] for d in diffs),
                 "zero_max_abs_diff": max(d["zero"] for d in diffs),
+                "ddp_split_max_abs_diff": max(d["ddp"] for d in diffs),
                 "seconds": time.perf_counter() - t0,
             }
             result["equality"].append(row)
             print(json.dumps(row), flush=True)
-    for world, name in ((1, "adamw"), (1, "rsngd"), (1, "rsngd-per-layer"), (2, "adamw"), (2, "rsngd")):
+    runs = [(1, "adamw"), (1, "muon"), (1, "rsngd"), (1, "rsngd-per-layer")]
+    runs += [(w, n) for w in args.worlds for n in ("adamw", "rsngd")]
+    for world, name in runs:
         rows = spawn(world, "memory", name=name, hidden=args.memory_hidden)
         row = {
             "optimizer": name,
@@ -197,6 +217,7 @@ def main() -> None:
             "hidden": args.memory_hidden,
             "peak_rss_above_start_mib": max(r["peak_rss_above_start_bytes"] for r in rows) / 2**20,
             "optimizer_state_mib": max(r["optimizer_state_bytes"] for r in rows) / 2**20,
+            "projected_state_vs_adamw": max(r["projected_state_bytes"] / r["projected_adamw_bytes"] for r in rows),
         }
         result["memory"].append(row)
         print(json.dumps(row), flush=True)

@@ -1,13 +1,17 @@
 """Optimizer step time on LLaMA layer shapes: median and max over a window with subspace renewals.
 
 Usage: python benchmarks/scripts/step_time.py [--hidden 2048 --intermediate 5461 --layers 1] [--gap 10 --steps 31]
-       [--threads 1] [--optimizers adamw,galore,rsngd,rsngd-cached] [--compile] [--out FILE]
+       [--threads 1] [--optimizers adamw,muon-fp32,rsngd,rsngd-subspace,rsngd-cached,galore] [--compile] [--out FILE]
 
 Builds the attention and MLP matrices of ``--layers`` LLaMA blocks (default: one block of LLaMA-1B, 7
 matrices, 50 M parameters) with random gradients and times ``optimizer.step()`` for each optimizer on the same
-tensors: AdamW (torch's, foreach), GaLore (rank hidden/4, SVD renewal), RS-SNGD with its factors regenerated
-from the seed every step (the default: no factor memory) and with ``cache_factors=True`` (factors built only at
-renewal, kept). Renewals happen every ``--gap`` steps; step 0 (state creation) is left out of the statistics.
+tensors: AdamW (torch's, foreach); Muon's step with its Newton–Schulz in float32 (``muon-fp32``: momentum 0.95,
+Nesterov, one matrix at a time as ``torch.optim.Muon`` loops, the same quintic iterations as RS-SNGD's residual;
+``muon`` is ``torch.optim.Muon`` itself, whose Newton–Schulz runs in bfloat16, slow on CPUs without bfloat16
+matmul); RS-SNGD's default recipe (``rsngd``: rank 1/8, the orthogonalised residual, Newton–Schulz batched over
+same-shape matrices), its subspace step alone (``rsngd-subspace``), the recipe with ``cache_factors=True``
+(``rsngd-cached``); GaLore (rank hidden/4, SVD renewal). Renewals happen every ``--gap`` steps; step 0 (state
+creation) is left out of the statistics.
 With ``--compile`` it also counts the graphs and graph breaks of ``torch.compile(RSNGD.step)`` on a small
 model (``torch._dynamo.explain``). Writes JSON and a plot of the step times beside it.
 """
@@ -45,16 +49,43 @@ def time_steps(opt: torch.optim.Optimizer, params: list[torch.nn.Parameter], ste
     return out
 
 
+class MuonFP32(torch.optim.Optimizer):
+    """Muon's step (momentum 0.95, Nesterov, Newton–Schulz, shape adjustment) with float32 Newton–Schulz: the same
+    iterations as RS-SNGD's residual, so the two steps' times compare the work around them."""
+
+    def __init__(self, params: list[torch.nn.Parameter], lr: float = 0.02, momentum: float = 0.95) -> None:
+        super().__init__(params, {"lr": lr, "momentum": momentum})
+
+    @torch.no_grad()
+    def step(self) -> None:
+        from rsngd.orthogonal import orthogonalize, shape_factor
+
+        for group in self.param_groups:
+            for p in group["params"]:
+                state = self.state[p]
+                if "buf" not in state:
+                    state["buf"] = torch.zeros_like(p)
+                buf = state["buf"].lerp_(p.grad, 1 - group["momentum"])
+                update = p.grad.lerp(buf, group["momentum"])
+                p.add_(orthogonalize(update) * shape_factor(update), alpha=-group["lr"])
+
+
 def build(name: str, params: list[torch.nn.Parameter], hidden: int, gap: int) -> torch.optim.Optimizer:
     if name == "adamw":
         return torch.optim.AdamW(params, lr=1e-3, foreach=True)
+    if name == "muon-fp32":
+        return MuonFP32(params)
+    if name == "muon":
+        return torch.optim.Muon(params, lr=0.02)
+    if name == "rsngd-subspace":
+        return rsngd.RSNGD(params, residual="none", update_gap=gap)
     if name == "galore":
         from galore_torch import GaLoreAdamW
 
         group = {"params": params, "rank": hidden // 4, "update_proj_gap": gap, "scale": 0.25, "proj_type": "std"}
         return GaLoreAdamW([group], lr=1e-3)
     cached = name == "rsngd-cached"
-    return rsngd.RSNGD(params, lr=1e-3, rank=hidden // 8, update_gap=gap, cache_factors=cached)
+    return rsngd.RSNGD(params, update_gap=gap, cache_factors=cached)  # the rsngd recipe: rank 1/8, ortho residual
 
 
 def count_graph_breaks() -> list[dict]:
@@ -98,7 +129,11 @@ def main() -> None:
     ap.add_argument("--gap", type=int, default=10)
     ap.add_argument("--steps", type=int, default=31)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--optimizers", default="adamw,galore,rsngd,rsngd-cached", help="comma-separated; 'none' to skip")
+    ap.add_argument(
+        "--optimizers",
+        default="adamw,muon-fp32,rsngd,rsngd-subspace,rsngd-cached,galore",
+        help="comma-separated; 'none' to skip",
+    )
     ap.add_argument("--compile", action="store_true", help="also count torch.compile graph breaks of the step")
     ap.add_argument("--out", type=Path, default=Path("runs/bench/step_time.json"))
     args = ap.parse_args()
@@ -130,9 +165,10 @@ def main() -> None:
             flush=True,
         )
     by = {r["optimizer"]: r for r in rows}
-    if "adamw" in by:
-        for r in rows:
-            r["median_over_adamw"] = r["median_s"] / by["adamw"]["median_s"]
+    for ref in ("adamw", "muon-fp32"):
+        if ref in by:
+            for r in rows:
+                r[f"median_over_{ref.replace('-', '_')}"] = r["median_s"] / by[ref]["median_s"]
     result = {
         "shapes": {"hidden": args.hidden, "intermediate": args.intermediate, "layers": args.layers},
         "gap": args.gap,

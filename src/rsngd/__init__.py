@@ -1,15 +1,18 @@
 """RS-SNGD: random-subspace stochastic natural gradient descent for memory-light training."""
 
-from . import projection
+from . import ablations, projection, recipes
 from .factory import TARGETS, create_optimizer, param_groups, split_parameters
 from .memory import optimizer_state_bytes
 from .optimizer import RSNGD, fisher_gram, tag_parameter_names
+from .recipes import RECIPES
 from .schedule import lr_factor, warmup_cosine
 from .woodbury import damped_cholesky_solve, natural_gradient
 
 __all__ = [
+    "RECIPES",
     "RSNGD",
     "TARGETS",
+    "ablations",
     "create_optimizer",
     "damped_cholesky_solve",
     "fisher_gram",
@@ -18,6 +21,7 @@ __all__ = [
     "optimizer_state_bytes",
     "param_groups",
     "projection",
+    "recipes",
     "split_parameters",
     "tag_parameter_names",
     "warmup_cosine",

@@ -1,5 +1,6 @@
 """RS-SNGD's ablation settings: alternatives to the defaults that measured worse in ``rsngd bench`` (see
-docs/rsngd.md, "Ablations"). They stay for studies; the defaults never call into this module.
+docs/rsngd.md, "Ablations"). They stay for studies, as arguments of :class:`AblationRSNGD` (``RSNGD`` refuses them
+and names this class); the defaults never call into this module's functions.
 
 - ``normalize="global_rms"`` (one scale for every tensor of a Fisher system) and ``normalize="none"`` (the raw
   F⁻¹m), against the default ``"rms"`` (each tensor's preconditioned core scaled to unit RMS);
@@ -8,6 +9,9 @@ docs/rsngd.md, "Ablations"). They stay for studies; the defaults never call into
 - ``projection="svd"`` (leading singular vectors of the gradient, stored in the state:
   ``rsngd.projection.svd_factors``), against the default ``"random"`` (regenerated from a seed).
 
+- ``residual_rank``: the residual's momentum (``residual_momentum``) kept as a rank-r factorisation
+  (``rsngd.orthogonal.lowrank_momentum``) instead of the default whole-size quantised buffer, and
+  ``residual_momentum_schedule="lr"`` (β · (1 − lr / peak lr)) against ``"constant"``;
 - ``core_beta2 > 0``: a diagonal second moment of the preconditioned core (Adam's denominator inside the
   subspace), against the default 0 (none).
 
@@ -16,9 +20,50 @@ Everything here is a pure function of tensors.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import torch
 import torch.distributed as dist
 from torch import Tensor
+
+SETTINGS: dict[str, Any] = {
+    "projection": "random",
+    "normalize": "rms",
+    "core_beta2": 0.0,
+    "residual_rank": None,
+    "residual_momentum_schedule": "constant",
+}
+"""The ablation settings and their defaults (what ``RSNGD`` uses); :class:`AblationRSNGD` takes other values."""
+
+RESIDUALS = ("none", "ortho", "fira", "sign")
+
+
+def check_group(group: dict[str, Any], need: Callable[[bool, str], None], number: Callable[..., float]) -> None:
+    """ValueError naming the argument for an ablation setting out of its range."""
+    allowed = {"projection": ("random", "svd"), "normalize": ("rms", "global_rms", "none")}
+    for key, values in allowed.items():
+        need(group[key] in values, f"{key} must be one of {values}, got {group[key]!r}")
+    need(group["residual"] in RESIDUALS, f"residual must be one of {RESIDUALS}, got {group['residual']!r}")
+    need(0 <= number("core_beta2") < 1, f"core_beta2 must be in [0, 1), got {group['core_beta2']}")
+    r = group["residual_rank"]
+    need(
+        r is None or (isinstance(r, int) and not isinstance(r, bool) and r >= 1),
+        f"residual_rank must be None or an integer >= 1, got {r!r}",
+    )
+    need(
+        group["residual_momentum_schedule"] in ("constant", "lr"),
+        f"residual_momentum_schedule must be 'constant' or 'lr', got {group['residual_momentum_schedule']!r}",
+    )
+
+
+def __getattr__(name: str) -> Any:
+    if name == "AblationRSNGD":  # defined beside RSNGD, which imports this module
+        from .optimizer import AblationRSNGD
+
+        return AblationRSNGD
+    raise AttributeError(name)
+
 
 FIRA_LIMIT = 1.01
 """Fira's norm-growth limit γ: the residual's norm grows by at most this factor per step."""

@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="rsngd demo", description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", type=Path, default=None, help=f"a text file (default: {DEFAULT_TEXT})")
     ap.add_argument("--steps", type=int, default=300, help="optimizer steps per run")
-    ap.add_argument("--rank", type=int, default=32, help="RS-SNGD rank")
+    ap.add_argument("--rank", type=int, default=None, help="RS-SNGD rank (default: the recipe's, 1/8 of each matrix)")
     ap.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -128,8 +128,11 @@ def main(argv: list[str] | None = None) -> None:
     for name in ("adamw", "rsngd"):
         model = CharLM(ctx=ctx)
         model.load_state_dict(init)
-        hp = {"rank": args.rank} if name == "rsngd" else {}
-        opt = create_optimizer(model.named_parameters(), name, lr=3e-3, **hp)
+        if name == "rsngd":  # the default recipe, as a user's first call
+            hp = {} if args.rank is None else {"rank": args.rank}
+            opt = create_optimizer(model.named_parameters(), **hp)
+        else:
+            opt = create_optimizer(model.named_parameters(), name, lr=3e-3)
         print(f"{name}: training {sum(p.numel() for p in model.parameters()):,} parameters")
         results[name] = train(name, model, opt, data, val, args.steps, batch, ctx)
     print(f"\n{'optimizer':10s} {'val loss':>9s} {'state MiB':>10s} {'opt ms/step':>12s} {'fwd+bwd ms':>11s}")

@@ -7,10 +7,11 @@ The rule (:func:`split_parameters`): a trainable matrix (ndim ≥ 2) whose name 
 ``mlp``), BERT (``attention``, ``intermediate``, ``output.dense``), ``nn.TransformerEncoderLayer`` (``linear1``,
 ``linear2``) and modules named ``attn`` / ``mlp`` (Hiera, ViTs).
 
-:func:`create_optimizer` builds RS-SNGD, AdamW or one of the benchmark's low-rank baselines (GaLore, Fira,
-APOLLO, APOLLO-Mini, Adam-mini; they install with the ``bench`` extra) or Muon (``torch.optim.Muon`` on the
-projected matrices, AdamW on the rest: :class:`rsngd.muon.MuonWithAdamW`) from that split, so every method sees the
-same projected matrices and the same AdamW part.
+:func:`create_optimizer` builds RS-SNGD from one of its named recipes (``rsngd.recipes``: ``rsngd``, the measured
+best and the default; ``rsngd-lite``; ``rsngd-subspace``), AdamW or one of the benchmark's low-rank baselines
+(GaLore, Fira, APOLLO, APOLLO-Mini, Adam-mini; they install with the ``bench`` extra) or Muon
+(``torch.optim.Muon`` on the projected matrices, AdamW on the rest: :class:`rsngd.muon.MuonWithAdamW`) from that
+split, so every method sees the same projected matrices and the same AdamW part.
 """
 
 from __future__ import annotations
@@ -22,15 +23,18 @@ from typing import Any
 import torch
 from torch import nn
 
-from .optimizer import RSNGD
+from . import ablations
+from .optimizer import RSNGD, AblationRSNGD
+from .recipes import DEFAULT, RECIPES
 
 __all__ = ["METHODS", "TARGETS", "create_optimizer", "param_groups", "split_parameters"]
 
 TARGETS: tuple[str, ...] = ("attn", "attention", "mlp", "intermediate", "output.dense", "linear1", "linear2")
 """Name fragments of the matrices that are projected (attention and MLP weights)."""
 
-METHODS = ("rsngd", "adamw", "muon", "galore", "fira", "apollo", "apollo-mini", "adam-mini")
-"""Names :func:`create_optimizer` knows (``apollo-mini`` is APOLLO with its rank-1 tensor-wise settings)."""
+METHODS = (*RECIPES, "adamw", "muon", "galore", "fira", "apollo", "apollo-mini", "adam-mini")
+"""Names :func:`create_optimizer` knows: RS-SNGD's recipes, then the baselines (``apollo-mini`` is APOLLO with its
+rank-1 tensor-wise settings)."""
 
 Named = Iterable[tuple[str, nn.Parameter]]
 
@@ -56,7 +60,7 @@ def split_parameters(
 
 def param_groups(
     model: nn.Module,
-    rank: int | None = 64,
+    rank: int | float | None = 1 / 8,
     target_modules: Sequence[str] = TARGETS,
     weight_decay: float = 0.0,
     **projected: Any,
@@ -82,8 +86,8 @@ def _named(group: dict[str, Any], named: list[tuple[str, nn.Parameter]]) -> dict
 
 def create_optimizer(
     named_parameters: Named,
-    name: str = "rsngd",
-    lr: float = 1e-3,
+    name: str = DEFAULT,
+    lr: float | None = None,
     adamw_lr: float | None = None,
     weight_decay: float = 0.0,
     targets: Sequence[str] = TARGETS,
@@ -91,16 +95,22 @@ def create_optimizer(
 ) -> torch.optim.Optimizer:
     """An optimizer ``name`` over (name, parameter) pairs, grouped by :func:`split_parameters`.
 
-    ``lr`` is the projected matrices' learning rate; ``adamw_lr`` (default: ``lr``) that of the AdamW part;
+    For RS-SNGD's recipes (``rsngd``, the default; ``rsngd-lite``; ``rsngd-subspace``) every argument left out
+    takes the recipe's value, so ``create_optimizer(model.named_parameters())`` is the measured best. ``lr`` is the
+    projected matrices' learning rate; ``adamw_lr`` that of the AdamW part (default: the recipe's, else ``lr``);
     ``weight_decay`` applies to matrices only. ``hp`` goes to the projected group: RS-SNGD's ``rank``,
-    ``history``, ``seed``…; GaLore's / Fira's / APOLLO's ``rank``, ``update_proj_gap``, ``scale``…; for
-    ``adam-mini``, its ``dim`` and ``n_heads`` (and ``adamw_lr`` is set on its groups of the non-projected
-    tensors); for ``muon``, ``torch.optim.Muon``'s ``momentum``, ``nesterov``, ``ns_steps``, ``adjust_lr_fn``.
-    With ``adamw``, the projected matrices are simply the group at ``lr``.
+    ``history``, ``seed``… (``adamw_state`` goes to the other matrices; a setting of ``rsngd.ablations`` builds
+    ``AblationRSNGD``); GaLore's / Fira's / APOLLO's ``rank``, ``update_proj_gap``, ``scale``…; for ``adam-mini``,
+    its ``dim`` and ``n_heads`` (and ``adamw_lr`` is set on its groups of the non-projected tensors); for ``muon``,
+    ``torch.optim.Muon``'s ``momentum``, ``nesterov``, ``ns_steps``, ``adjust_lr_fn``. With ``adamw``, the
+    projected matrices are simply the group at ``lr``. Baselines default to ``lr`` 1e-3.
     """
     if name not in METHODS:
         raise ValueError(f"unknown optimizer {name!r}; choose one of {', '.join(METHODS)}")
     named = list(named_parameters)
+    if name in RECIPES:
+        return _rsngd(named, name, lr, adamw_lr, weight_decay, targets, hp)
+    lr = 1e-3 if lr is None else lr
     if name == "adam-mini":
         from adam_mini import Adam_mini
 
@@ -122,11 +132,6 @@ def create_optimizer(
         {"params": other, "lr": rest_lr, "weight_decay": weight_decay},
         {"params": flat, "lr": rest_lr, "weight_decay": 0.0},
     ]
-    if name == "rsngd":
-        ctor = {k: hp.pop(k) for k in ("seed", "per_layer", "partitioned", "process_group") if k in hp}
-        groups = [{"params": proj, "lr": lr, "weight_decay": weight_decay, "rank": hp.pop("rank", 64), **hp}]
-        groups += [{**g, "rank": None} for g in rest]
-        return RSNGD([_named(g, named) for g in groups if g["params"]], lr=lr, **ctor)
     if name == "muon":
         from .muon import MuonWithAdamW
 
@@ -153,3 +158,42 @@ def create_optimizer(
 
     group = {"params": proj, "lr": lr, "proj": "random", "proj_type": "std", **hp}
     return APOLLOAdamW([group, *rest], lr=lr, weight_decay=weight_decay)
+
+
+_CONSTRUCTOR = ("seed", "per_layer", "partitioned", "data_parallel", "process_group")
+"""RSNGD arguments that are not per group."""
+
+
+def _rsngd(
+    named: list[tuple[str, nn.Parameter]],
+    name: str,
+    lr: float | None,
+    adamw_lr: float | None,
+    weight_decay: float,
+    targets: Sequence[str],
+    hp: dict[str, Any],
+) -> RSNGD:
+    """RS-SNGD with recipe ``name``'s settings under the given ones."""
+    recipe = RECIPES[name]
+    lr = recipe.lr if lr is None else lr
+    adamw_lr = recipe.adamw_lr if adamw_lr is None else adamw_lr
+    ctor = {k: hp.pop(k) for k in _CONSTRUCTOR if k in hp}
+    rest_state = {**recipe.rest, **({"adamw_state": hp.pop("adamw_state")} if "adamw_state" in hp else {})}
+    projected = {**recipe.projected, **hp}
+    proj, other, flat = split_parameters(named, targets)
+    groups = [
+        {"params": proj, "lr": lr, "weight_decay": weight_decay, **projected},
+        {"params": other, "lr": adamw_lr, "weight_decay": weight_decay, "rank": None, **rest_state},
+        {"params": flat, "lr": adamw_lr, "weight_decay": 0.0, "rank": None},
+    ]
+    cls = (
+        AblationRSNGD
+        if any(k in ablations.SETTINGS for k in projected)
+        or projected.get("residual")
+        in (
+            "fira",
+            "sign",
+        )
+        else RSNGD
+    )
+    return cls([_named(g, named) for g in groups if g["params"]], lr=lr, **ctor)

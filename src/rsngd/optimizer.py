@@ -44,7 +44,8 @@ import torch.distributed as dist
 from torch import Tensor
 from torch.optim import Optimizer
 
-from . import ablations, orthogonal
+from . import ablations, compact, orthogonal
+from .ortho_dist import ortho_replicated, ortho_sharded
 from .projection import (
     Factors,
     change_basis,
@@ -58,15 +59,12 @@ from .projection import (
     slice_factors,
     svd_factors,
 )
-from .sharding import Layout, Reducer, is_dtensor, layout, local
+from .sharding import Layout, Reducer, group_key, is_dtensor, layout, local
 from .woodbury import compute_dtype, damped_cholesky_solve
 
-__all__ = ["RSNGD", "name_key", "tag_parameter_names"]
+__all__ = ["RSNGD", "AblationRSNGD", "name_key", "tag_parameter_names"]
 
-_PROJECTIONS = ("random", "svd")
 _FISHERS = ("global", "tensor")
-_RESIDUALS = ("none", "fira", "sign", "ortho")
-_NORMALIZE = ("rms", "global_rms", "none")
 _DAMPING_MODES = ("relative", "absolute")
 _RESIDUAL_SEED = 0x5E5  # mixed into the seed of the residual momentum's starting columns
 
@@ -90,9 +88,10 @@ class RSNGD(Optimizer):
 
     Args:
         params: parameters or parameter groups; every argument below can be set per group.
-        lr: learning rate.
-        rank: Tucker rank per mode (an int for all modes, or one per mode); ``None``
-            makes the group plain AdamW. Ranks are clamped to the tensor's sizes.
+        lr: learning rate of the projected tensors (the ``rsngd`` recipe's).
+        rank: Tucker rank per mode: an int for all modes, one per mode, or a float in (0, 1], a fraction of the
+            tensor's smallest side (the default 1/8: rank 32 for a 256-wide layer). ``None`` makes the group
+            plain AdamW. Ranks are clamped to the tensor's sizes.
         history: s, the number of past projected gradients kept for the Fisher.
         damping: λ, absolute or relative to the mean eigenvalue of GᵀG (``damping_mode``).
         damping_mode: ``"relative"`` (λ = damping · trace(GᵀG) / filled columns; scale
@@ -101,32 +100,20 @@ class RSNGD(Optimizer):
             the new basis.
         stagger_renewals: spread the tensors' renewals over the ``update_gap`` steps (a
             phase per tensor) instead of renewing every subspace on the same step.
-        projection: ``"random"`` (seeded orthonormal Gaussian factors; only the seed is
-            stored) or, as an ablation, ``"svd"`` (leading singular vectors of the gradient;
-            HOSVD for d > 2).
         fisher: ``"global"`` (one s × s system for every projected tensor) or ``"tensor"``.
         momentum: β of the momentum taken over the history window (no extra state).
-        normalize: ``"rms"`` (each tensor's preconditioned core scaled to unit RMS); the
-            ablations ``"global_rms"`` (one scale for all tensors of a system, keeping their
-            relative sizes) and ``"none"`` (raw F⁻¹m) are in ``rsngd.ablations``.
         scale: multiplies the projected update (GaLore's α).
-        residual: what to do with the part of the gradient outside the subspace: ``"none"`` (drop it; no
-            extra work) or ``"ortho"`` (its polar factor by Newton–Schulz, a stateless Muon step, in
-            ``rsngd.orthogonal``; whole gradients only, so not with sharded parameters or ``per_layer``;
-            with ``residual_scale=4`` at lr 5e-3 it is the benchmark's RS-SNGD setting); the ablations
-            ``"fira"`` (scaled by ‖update‖/‖core‖ with Fira's norm-growth limiter) and ``"sign"``
-            (signSGD, as FRUGAL) are in ``rsngd.ablations``.
-        residual_scale: multiplies the residual update (its lr is ``lr × residual_scale``).
-        residual_momentum: β of a momentum of the residual kept at rank ``residual_rank`` (two thin factors,
-            (m + n) · r floats per matrix; ``orthogonal.lowrank_momentum``), orthogonalised in its Nesterov form;
-            0 (the default) keeps the residual stateless. Needs ``residual="ortho"``.
-        residual_rank: r, the rank of the residual's momentum buffer.
-        residual_momentum_schedule: ``"constant"`` (β every step) or ``"lr"``: β · (1 − lr / peak lr), with the
-            peak the largest lr the group has had, so the residual is stateless while the lr is at its peak and
-            its momentum grows as the schedule decays it (β · 0.9 at a cosine's 10 % floor). Under study.
-        core_beta2: β₂ of a diagonal second moment of the preconditioned core (Adam's denominator inside the
-            subspace, reset when the subspace is renewed; k more floats of state per tensor); 0 (the default)
-            keeps it off. A setting under study in ``rsngd.ablations`` (docs/rsngd.md, "Ablations").
+        residual: what to do with the part of the gradient outside the subspace: ``"ortho"`` (the default: its
+            polar factor by Newton–Schulz, a Muon step without a buffer, ``rsngd.orthogonal``) or ``"none"`` (drop
+            it: the subspace step alone). Sharded parameters send each matrix's residual to one owner rank
+            (``rsngd.ortho_dist``); with ``data_parallel`` the ranks split the matrices; with ``per_layer`` it is
+            taken in the gradient hook.
+        residual_scale: multiplies the residual update (its lr is ``lr × residual_scale``; 4 in the recipe).
+        residual_momentum: β of a Nesterov momentum of the residual kept whole-size but quantised to
+            ``residual_bits`` bits (``rsngd.compact``); 0 (the default) keeps the residual stateless.
+        residual_bits: 8 or 4, the precision of the residual's momentum buffer.
+        adamw_state: for the tensors updated with AdamW: ``"full"`` (float32 moments) or ``"light"`` (matrices
+            only: an 8-bit first moment and a factored second moment, as Adafactor's; about 1/8 of AdamW's state).
         weight_decay: decoupled weight decay (as AdamW), for every tensor of the group.
         betas: AdamW betas for the AdamW-updated tensors.
         eps: AdamW epsilon (also guards the RMS normalisation).
@@ -137,46 +124,50 @@ class RSNGD(Optimizer):
             not on the device, the world size or how the tensor is sharded.
         per_layer: project each matrix's gradient as soon as backward has produced it and free
             the gradient (GaLore's "layerwise" memory saving: projected matrices never hold all
-            their gradients at once); ``step`` then solves and applies as usual, with the
-            global Fisher exact (the cores, not the gradients, are what it needs). One process
-            only; micro-batches accumulate in the cores; needs ``residual="none"``.
+            their gradients at once); the residual step (decay included) is taken there too, and
+            ``step`` then solves and applies the subspace step, with the global Fisher exact (the cores,
+            not the gradients, are what it needs). One process only. Without a residual, micro-batches
+            accumulate in the cores; with one, one backward per step.
         cache_factors: keep this rank's rows of the factors between renewals (faster steps;
             the memory is reported by :meth:`factor_cache_bytes`) instead of regenerating
             them from the seed on every step (the default: no factor memory).
         partitioned: the optimizer holds one rank's partition of the model (as inside
-            ``ZeroRedundancyOptimizer``): the global Fisher's sums (GᵀG, filled rows, the
-            ``global_rms`` ablation) and the non-finite check are summed over
-            ``process_group``, so every rank solves the same system as one process would.
+            ``ZeroRedundancyOptimizer``): the global Fisher's sums (GᵀG, filled rows) and the non-finite check are
+            summed over ``process_group``, so every rank solves the same system as one process would.
             Every rank must call ``step`` together.
-        process_group: the group of the ranks for ``partitioned`` and for the non-finite
+        data_parallel: the parameters and gradients are the same on every rank of ``process_group`` (DDP): the
+            residual's Newton–Schulz work is split among the ranks and the results broadcast.
+        process_group: the group of the ranks for ``partitioned``, ``data_parallel`` and for the non-finite
             check with sharded parameters (default: the whole world).
+
+    Settings that measured no better (other normalisations, Fira and sign residuals, a low-rank residual
+    momentum, Adam's denominator on the core, SVD factors) are arguments of ``rsngd.ablations.AblationRSNGD``.
 
     Sharded parameters (DTensor, e.g. FSDP2's ``fully_shard``) are stepped natively: each
     rank projects its own rows, the cores of all tensors are summed in one all-reduce, the
     history and the s × s solve are replicated, and each rank writes its own rows
-    (``rsngd.sharding``). No rank builds a whole gradient or update.
+    (``rsngd.sharding``); only the residual's owner rank holds a whole matrix, during the step.
     """
+
+    _ablations = False  # AblationRSNGD: accept the settings of ``rsngd.ablations``
 
     def __init__(
         self,
         params: Iterable[Tensor] | Iterable[dict[str, Any]],
-        lr: float = 1e-3,
-        rank: int | tuple[int, ...] | None = None,
+        lr: float = 5e-3,
+        rank: int | float | tuple[int, ...] | None = 1 / 8,
         history: int = 10,
         damping: float = 0.01,
         damping_mode: str = "relative",
         update_gap: int = 200,
-        projection: str = "random",
         fisher: str = "global",
         momentum: float = 0.9,
-        normalize: str = "rms",
         scale: float = 1.0,
-        residual: str = "none",
-        residual_scale: float = 1.0,
+        residual: str = "ortho",
+        residual_scale: float = 4.0,
         residual_momentum: float = 0.0,
-        residual_rank: int = 4,
-        residual_momentum_schedule: str = "constant",
-        core_beta2: float = 0.0,
+        residual_bits: int = 8,
+        adamw_state: str = "full",
         weight_decay: float = 0.0,
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
@@ -185,8 +176,18 @@ class RSNGD(Optimizer):
         stagger_renewals: bool = True,
         per_layer: bool = False,
         partitioned: bool = False,
+        data_parallel: bool = False,
         process_group: dist.ProcessGroup | None = None,
+        **moved: Any,
     ) -> None:
+        ablation = {k: moved.pop(k) for k in list(moved) if k in ablations.SETTINGS}
+        if moved:
+            raise TypeError(f"RSNGD got unexpected keyword arguments: {', '.join(sorted(moved))}")
+        if ablation and not self._ablations:
+            raise TypeError(
+                f"{', '.join(sorted(ablation))}: measured no better than the default, these settings moved to "
+                "rsngd.ablations.AblationRSNGD (docs/benchmark.md, 'RS-SNGD's screen')"
+            )
         defaults = dict(
             lr=lr,
             rank=rank,
@@ -194,17 +195,14 @@ class RSNGD(Optimizer):
             damping=damping,
             damping_mode=damping_mode,
             update_gap=update_gap,
-            projection=projection,
             fisher=fisher,
             momentum=momentum,
-            normalize=normalize,
             scale=scale,
             residual=residual,
             residual_scale=residual_scale,
             residual_momentum=residual_momentum,
-            residual_rank=residual_rank,
-            residual_momentum_schedule=residual_momentum_schedule,
-            core_beta2=core_beta2,
+            residual_bits=residual_bits,
+            adamw_state=adamw_state,
             weight_decay=weight_decay,
             betas=betas,
             eps=eps,
@@ -212,6 +210,7 @@ class RSNGD(Optimizer):
             cache_factors=cache_factors,
             stagger_renewals=stagger_renewals,
             nonfinite_steps=0,
+            **{**ablations.SETTINGS, **ablation},
         )
         super().__init__(params, defaults)
         for group in self.param_groups:
@@ -220,7 +219,10 @@ class RSNGD(Optimizer):
         for key in ("history", "damping", "damping_mode", "momentum", "normalize"):
             if len({g[key] for g in global_groups}) > 1:
                 raise ValueError(f"groups with fisher='global' share one s × s system and need the same {key}")
+        if partitioned and data_parallel:
+            raise ValueError("partitioned (ZeRO: each rank steps its own tensors) and data_parallel exclude each other")
         self._partitioned = bool(partitioned)
+        self._data_parallel = bool(data_parallel)
         self._process_group = process_group
         self._dist: bool | None = None  # decided at the first step
         self._keys: dict[Tensor, int] | None = None  # seed key per parameter, built at the first step
@@ -234,14 +236,13 @@ class RSNGD(Optimizer):
             for group in self.param_groups:
                 if group["rank"] is None:
                     continue
-                if group["residual"] != "none":
-                    raise ValueError("per_layer=True frees each gradient once projected: it needs residual='none'")
+                if group["residual"] not in ("none", "ortho"):
+                    raise ValueError(f"per_layer=True takes residual='none' or 'ortho', got {group['residual']!r}")
                 for p in group["params"]:
                     if p.dim() >= 2:
                         self._hooks.append(p.register_post_accumulate_grad_hook(self._absorb))
 
-    @staticmethod
-    def _check_group(group: dict[str, Any]) -> None:
+    def _check_group(self, group: dict[str, Any]) -> None:
         """ValueError naming the argument for any setting that would give NaN parameters or a confusing failure."""
 
         def need(cond: bool, msg: str) -> None:
@@ -267,7 +268,6 @@ class RSNGD(Optimizer):
         integer("seed", 0)
         need(number("damping") > 0, f"damping must be > 0, got {group['damping']}")
         need(0 <= number("momentum") < 1, f"momentum must be in [0, 1), got {group['momentum']}")
-        integer("residual_rank", 1)
         need(
             0 <= number("residual_momentum") < 1,
             f"residual_momentum must be in [0, 1), got {group['residual_momentum']}",
@@ -276,11 +276,24 @@ class RSNGD(Optimizer):
             group["residual_momentum"] == 0 or group["residual"] == "ortho",
             f"residual_momentum needs residual='ortho', got residual={group['residual']!r}",
         )
+        need(group["residual_bits"] in (8, 4), f"residual_bits must be 8 or 4, got {group['residual_bits']!r}")
         need(
-            group["residual_momentum_schedule"] in ("constant", "lr"),
-            f"residual_momentum_schedule must be 'constant' or 'lr', got {group['residual_momentum_schedule']!r}",
+            group["adamw_state"] in ("full", "light"),
+            f"adamw_state must be 'full' or 'light', got {group['adamw_state']!r}",
         )
-        need(0 <= number("core_beta2") < 1, f"core_beta2 must be in [0, 1), got {group['core_beta2']}")
+        if not self._ablations:
+            for key, default in ablations.SETTINGS.items():
+                need(
+                    group[key] == default,
+                    f"{key}={group[key]!r} measured no better than the default: it is a setting of "
+                    "rsngd.ablations.AblationRSNGD",
+                )
+            need(
+                group["residual"] in ("none", "ortho"),
+                f"residual must be 'ortho' or 'none' (residual={group['residual']!r} is a setting of "
+                "rsngd.ablations.AblationRSNGD)",
+            )
+        ablations.check_group(group, need, number)
         need(number("weight_decay") >= 0, f"weight_decay must be >= 0, got {group['weight_decay']}")
         need(number("scale") > 0, f"scale must be > 0, got {group['scale']}")
         need(number("residual_scale") >= 0, f"residual_scale must be >= 0, got {group['residual_scale']}")
@@ -290,18 +303,22 @@ class RSNGD(Optimizer):
         for i, beta in enumerate(betas):
             need(0 <= number(f"betas[{i}]", beta) < 1, f"betas[{i}] must be in [0, 1), got {beta}")
         for key, allowed in (
-            ("projection", _PROJECTIONS),
             ("fisher", _FISHERS),
-            ("residual", _RESIDUALS),
-            ("normalize", _NORMALIZE),
             ("damping_mode", _DAMPING_MODES),
         ):
             need(group[key] in allowed, f"{key} must be one of {allowed}, got {group[key]!r}")
         rank = group["rank"]
         if rank is not None:
-            ranks = list(rank) if isinstance(rank, (tuple, list)) else [rank]
-            ok = ranks and all(isinstance(r, int) and not isinstance(r, bool) and r >= 1 for r in ranks)
-            need(bool(ok), f"rank must be a positive integer (or a tuple of them, one per mode), got {rank!r}")
+            if isinstance(rank, float):
+                need(0 < rank <= 1, f"rank must be an integer or a fraction in (0, 1], got {rank!r}")
+            else:
+                ranks = list(rank) if isinstance(rank, (tuple, list)) else [rank]
+                ok = ranks and all(isinstance(r, int) and not isinstance(r, bool) and r >= 1 for r in ranks)
+                need(
+                    bool(ok),
+                    f"rank must be a positive integer, a tuple of them (one per mode) or a fraction in (0, 1], "
+                    f"got {rank!r}",
+                )
 
     def add_param_group(self, param_group: dict[str, Any]) -> None:
         super().add_param_group(param_group)
@@ -395,6 +412,9 @@ class RSNGD(Optimizer):
                 self._precondition(es, device, reduce=False)
 
         # 3. apply: each rank writes its own rows; nothing changes unless ok
+        ortho = self._ortho_directions(
+            [e for e in entries if e.grad is not None and e.group["residual"] == "ortho"], ok
+        )
         for e in entries:
             if e.group["core_beta2"] > 0:  # an ablation setting
                 if "core_v" not in e.state:
@@ -404,7 +424,7 @@ class RSNGD(Optimizer):
                     e.update, e.state["core_v"], t, e.group["core_beta2"], e.group["eps"]
                 )
                 e.state["core_v"].copy_(torch.where(ok, v, e.state["core_v"]))
-            self._apply(e, ok)
+            self._apply(e, ok, ortho.get(id(e)))
         for group, p in adam:
             self._adamw(p, group, ok)
         return loss
@@ -442,9 +462,12 @@ class RSNGD(Optimizer):
         s = group["history"]
         if group["projection"] == "svd" and (lay.sharded or lay.groups):
             raise ValueError("projection='svd' needs whole gradients; use projection='random' with sharded parameters")
-        if group["residual"] in ("fira", "ortho") and (lay.sharded or lay.groups):
+        if group["residual"] == "fira" and (lay.sharded or lay.groups):
+            raise ValueError("residual='fira' needs the whole gradient; it is not supported with sharded parameters")
+        if group["residual"] in ("ortho", "sign") and lay.groups and not _row_sharded(lay):
             raise ValueError(
-                f"residual={group['residual']!r} needs the whole gradient; it is not supported with sharded parameters"
+                f"residual={group['residual']!r} needs each gradient whole or sharded by rows on one mesh dimension "
+                "(FSDP2's Shard(0)); use residual='none' for this layout"
             )
         if "hist" not in state:
             state["step"] = 0
@@ -482,15 +505,31 @@ class RSNGD(Optimizer):
     @torch.no_grad()
     def _absorb(self, p: Tensor) -> None:
         """Per-layer hook, run as soon as ``p``'s gradient is accumulated: project it into the core that the next
-        ``step`` will use and free the gradient. Micro-batches add up (projection is linear)."""
+        ``step`` will use, take the residual step (with its weight decay) now, and free the gradient.
+
+        Without a residual, micro-batches add up in the core (projection is linear). The residual step is final
+        here: it is skipped if this gradient is not finite, but not if another tensor's is."""
         if p.grad is None:
             return
         if self._distributed():
             raise RuntimeError("per_layer=True runs in one process; under torch.distributed use the normal step")
-        e = self._prepare(p, self._groups[p])
+        group = self._groups[p]
+        e = self._prepare(p, group)
         bad = p.grad.isfinite().all().logical_not().to(torch.float64)
         self._pending_bad = bad if self._pending_bad is None else self._pending_bad + bad
         previous = self._pending.get(p)
+        if group["residual"] == "ortho" and _outside(e):
+            if previous is not None:
+                raise RuntimeError(
+                    "per_layer=True with residual='ortho' takes one backward per step (the residual step is taken as "
+                    "each gradient arrives): sum the micro-batches' losses before backward, or use residual='none'"
+                )
+            ok = bad == 0
+            direction = self._residual(e)
+            if group["residual_momentum"] > 0:
+                direction = self._residual_momentum(e, direction, ok)
+            ortho = orthogonal.orthogonalize(direction) * orthogonal.shape_factor(direction)
+            _write(local(p), group["residual_scale"] * ortho, group, ok)
         self._pending[p] = e.core if previous is None else previous + e.core
         p.grad = None
 
@@ -644,7 +683,40 @@ class RSNGD(Optimizer):
     def _global_group(self) -> dict[str, Any]:
         return next(g for g in self.param_groups if g["rank"] is not None and g["fisher"] == "global")
 
-    def _apply(self, e: _Entry, ok: Tensor) -> None:
+    def _residual(self, e: _Entry) -> Tensor:
+        """The part of this rank's gradient outside the subspace."""
+        cshape = core_shape(e.p.shape, e.factors)
+        back = project_back_local(e.core.view(cshape), e.factors, e.layout.offsets, e.layout.local_shape)
+        return e.grad - back
+
+    def _ortho_directions(self, entries: list[_Entry], ok: Tensor) -> dict[int, Tensor]:
+        """The scaled polar factor of each ortho entry's residual (of its momentum's Nesterov direction with
+        ``residual_momentum``), this rank's rows: whole matrices here; sharded ones through their owner ranks;
+        with ``data_parallel``, each matrix computed by one rank."""
+        whole, sharded = [], []
+        for e in entries:
+            direction = self._residual(e)
+            if e.group["residual_momentum"] > 0:
+                direction = self._residual_momentum(e, direction, ok)
+            (sharded if e.layout.groups else whole).append((e, direction))
+        out: dict[int, Tensor] = {}
+        if whole:
+            parts = [d for _, d in whole]
+            if self._data_parallel and self._distributed():
+                done = ortho_replicated(parts, self._process_group)
+            else:
+                done = [o * orthogonal.shape_factor(d) for o, d in zip(orthogonal.orthogonalize_many(parts), parts)]
+            out.update({id(e): o for (e, _), o in zip(whole, done)})
+        by_group: dict[tuple[int, ...], list[tuple[_Entry, Tensor]]] = {}
+        for e, d in sharded:
+            by_group.setdefault(group_key(e.layout.groups[0]), []).append((e, d))
+        for items in by_group.values():
+            group = items[0][0].layout.groups[0]
+            done = ortho_sharded([d for _, d in items], [e.layout.full_shape for e, _ in items], group)
+            out.update({id(e): o for (e, _), o in zip(items, done)})
+        return out
+
+    def _apply(self, e: _Entry, ok: Tensor, ortho: Tensor | None = None) -> None:
         group, p, lay = e.group, e.p, e.layout
         update = project_back_local(
             e.update.view(core_shape(p.shape, e.factors)) * group["scale"],
@@ -652,41 +724,59 @@ class RSNGD(Optimizer):
             lay.offsets,
             lay.local_shape,
         )
-        if group["residual"] != "none":
-            cshape = core_shape(p.shape, e.factors)
-            residual = e.grad - project_back_local(e.core.view(cshape), e.factors, lay.offsets, lay.local_shape)
-            if group["residual"] == "ortho":
-                if group["residual_momentum"] > 0:
-                    residual = self._residual_momentum(e, residual, ok)
-                residual = orthogonal.ortho_residual(residual)
-            elif group["residual"] == "sign":  # an ablation setting
+        decay = True
+        if e.grad is None:  # per_layer: the residual step and the decay were taken in the hook
+            decay = group["residual"] == "none"
+        elif group["residual"] == "ortho":
+            if ortho is not None:  # None: the subspace is the whole tensor, nothing lies outside it
+                update = update + group["residual_scale"] * ortho
+        elif group["residual"] != "none":  # "sign" or "fira": ablation settings
+            residual = self._residual(e)
+            if group["residual"] == "sign":
                 residual = ablations.sign_residual(residual)
-            else:  # "fira", an ablation setting
+            else:
                 residual, norm = ablations.fira_residual(residual, e.update, e.core, e.state["residual_norm"])
                 e.state["residual_norm"].copy_(torch.where(ok, norm, e.state["residual_norm"]))
             update = update + group["residual_scale"] * residual
-        _write(local(p), update, group, ok)
+        _write(local(p), update, group, ok, decay=decay)
 
     def _residual_momentum(self, e: _Entry, residual: Tensor, ok: Tensor) -> Tensor:
-        """The residual's Nesterov momentum direction; its rank-r buffer is updated only where ``ok``."""
+        """The residual's Nesterov momentum direction ``(1 − β) R + β M`` with ``M ← β M + (1 − β) R`` (Muon's), its
+        buffer whole-size and quantised (``rsngd.compact``; rank-r with the ``residual_rank`` ablation), updated
+        only where ``ok``."""
         state, group = e.state, e.group
-        if "res_basis" not in state:
-            rows, cols = residual.shape[0], residual[0].numel()
-            r = min(group["residual_rank"], rows, cols)
-            gen = torch.Generator().manual_seed(mix_seed(group["seed"], self._seed_key(e.p), _RESIDUAL_SEED))
-            state["res_basis"] = torch.zeros(rows, r, dtype=residual.dtype, device=residual.device)
-            state["res_coef"] = torch.randn(cols, r, generator=gen).to(residual)
         beta = group["residual_momentum"]
-        if group["residual_momentum_schedule"] == "lr":
+        if group["residual_momentum_schedule"] == "lr":  # an ablation setting
             state["res_lr_peak"] = max(state.get("res_lr_peak", 0.0), float(group["lr"]))
             beta *= 1.0 - float(group["lr"]) / state["res_lr_peak"] if state["res_lr_peak"] > 0 else 0.0
-        direction, basis, coef = orthogonal.lowrank_momentum(residual, state["res_basis"], state["res_coef"], beta)
-        state["res_basis"].copy_(torch.where(ok, basis, state["res_basis"]))
-        state["res_coef"].copy_(torch.where(ok, coef, state["res_coef"]))
-        return direction
+        if group["residual_rank"] is not None:  # an ablation setting
+            if "res_basis" not in state:
+                rows, cols = residual.shape[0], residual[0].numel()
+                r = min(group["residual_rank"], rows, cols)
+                gen = torch.Generator().manual_seed(mix_seed(group["seed"], self._seed_key(e.p), _RESIDUAL_SEED))
+                state["res_basis"] = torch.zeros(rows, r, dtype=residual.dtype, device=residual.device)
+                state["res_coef"] = torch.randn(cols, r, generator=gen).to(residual)
+            direction, basis, coef = orthogonal.lowrank_momentum(residual, state["res_basis"], state["res_coef"], beta)
+            state["res_basis"].copy_(torch.where(ok, basis, state["res_basis"]))
+            state["res_coef"].copy_(torch.where(ok, coef, state["res_coef"]))
+            return direction
+        bits = group["residual_bits"]
+        if "res_codes" not in state:
+            codes, scales = compact.quantize(torch.zeros_like(residual), bits)
+            state["res_codes"], state["res_scales"] = _like(e.p, codes), _like(e.p, scales)
+        old_codes, old_scales = local(state["res_codes"]), local(state["res_scales"])
+        buffer = compact.dequantize(old_codes, old_scales, bits, residual.shape, residual.dtype)
+        buffer = torch.lerp(residual, buffer, beta)
+        codes, scales = compact.quantize(buffer, bits)
+        old_codes.copy_(torch.where(ok, codes, old_codes))
+        old_scales.copy_(torch.where(ok, scales, old_scales))
+        return torch.lerp(residual, buffer, beta)
 
     # ----------------------------------------------------------------- AdamW
     def _adamw(self, p: Tensor, group: dict[str, Any], ok: Tensor) -> None:
+        if group["adamw_state"] == "light" and p.dim() >= 2:
+            self._adamw_light(p, group, ok)
+            return
         state = self.state[p]
         dtype = compute_dtype(p.dtype)
         if "exp_avg" not in state:
@@ -706,6 +796,50 @@ class RSNGD(Optimizer):
         update = exp_avg / (1 - beta1**step) / denom
         _write(local(p), update, group, ok)
 
+    def _adamw_light(self, p: Tensor, group: dict[str, Any], ok: Tensor) -> None:
+        """AdamW with an 8-bit first moment and a factored second moment (``adamw_state="light"``, a matrix).
+
+        The tensor is unfolded to rows (first mode × the rest). Sharded by rows (FSDP2), each rank keeps its rows'
+        codes and row means; the column means and the mean of the row means are summed over the shard group."""
+        state, lay = self.state[p], layout(p, p.grad)
+        if lay.groups and not _row_sharded(lay):
+            raise ValueError("adamw_state='light' needs each matrix whole or sharded by rows (FSDP2's Shard(0))")
+        dtype = compute_dtype(p.dtype)
+        grad = torch.where(ok, local(p.grad).to(dtype), 0.0)
+        rows_all = lay.full_shape[0]
+        flat = grad.reshape(grad.shape[0], math.prod(grad.shape[1:]))
+        if "exp_avg_codes" not in state:
+            state["step"] = 0
+            codes, scales = compact.quantize(torch.zeros_like(grad), 8)
+            state["exp_avg_codes"], state["exp_avg_scales"] = _like(p, codes), _like(p, scales)
+            state["v_row"] = _like(p, flat.new_zeros(flat.shape[0]))
+            state["v_col"] = flat.new_zeros(flat.shape[1])
+        beta1, beta2 = group["betas"]
+        okf = ok.to(dtype)
+        state["step"] += 1
+        step = state["step"]
+        codes, scales = local(state["exp_avg_codes"]), local(state["exp_avg_scales"])
+        exp_avg = compact.dequantize(codes, scales, 8, grad.shape, dtype)
+        exp_avg = exp_avg.lerp(grad, okf * (1 - beta1))
+        new_codes, new_scales = compact.quantize(exp_avg, 8)
+        codes.copy_(torch.where(ok, new_codes, codes))
+        scales.copy_(torch.where(ok, new_scales, scales))
+        square = flat * flat + 1e-30
+        col_sum = square.sum(dim=0)
+        v_row = local(state["v_row"])
+        v_row.lerp_(square.mean(dim=1), okf * (1 - beta2))
+        row_sum = v_row.sum().reshape(1)
+        if lay.groups:
+            packed = torch.cat([col_sum, row_sum])
+            dist.all_reduce(packed, group=lay.groups[0])
+            col_sum, row_sum = packed[:-1], packed[-1:]
+        state["v_col"].lerp_(col_sum / rows_all, okf * (1 - beta2))
+        denom = compact.factored_denominator(
+            v_row, state["v_col"], row_sum[0] / rows_all, 1 - beta2**step, group["eps"]
+        )
+        update = exp_avg / (1 - beta1**step) / denom.view_as(exp_avg)
+        _write(local(p), update, group, ok)
+
     # ----------------------------------------------------------------- state
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Load a state dict exactly: the float32 state is not cast to the parameters' dtype."""
@@ -719,6 +853,14 @@ class RSNGD(Optimizer):
             for key, value in state_dict["state"].get(saved_id, {}).items():
                 if torch.is_tensor(value):
                     self.state[p][key] = value.to(device=p.device, copy=True)
+
+
+class AblationRSNGD(RSNGD):
+    """``RSNGD`` that also takes the settings of ``rsngd.ablations`` (``projection="svd"``, ``normalize``,
+    ``core_beta2``, ``residual_rank``, ``residual_momentum_schedule``, ``residual="fira"`` / ``"sign"``), as
+    arguments or per group: for studies and the benchmark's ablation rows. Also ``rsngd.ablations.AblationRSNGD``."""
+
+    _ablations = True
 
 
 def fisher_gram(hists: list[Tensor]) -> Tensor:
@@ -735,16 +877,39 @@ def fisher_gram(hists: list[Tensor]) -> Tensor:
     return gram
 
 
+def _outside(e: _Entry) -> bool:
+    """Whether part of the tensor lies outside its subspace (a rank below some mode's size)."""
+    return e.core.numel() < math.prod(e.layout.full_shape)
+
+
+def _like(p: Tensor, t: Tensor) -> Tensor:
+    """A state tensor of this rank's rows of ``p``: sharded as ``p`` when ``p`` is a DTensor (so distributed
+    checkpoints save and reshard it), else ``t`` itself."""
+    if not is_dtensor(p):
+        return t
+    from torch.distributed.tensor import DTensor
+
+    shape = (p.shape[0], *t.shape[1:])
+    stride = tuple(math.prod(shape[i + 1 :]) for i in range(len(shape)))
+    return DTensor.from_local(t, p.device_mesh, p.placements, run_check=False, shape=shape, stride=stride)
+
+
+def _row_sharded(lay: Layout) -> bool:
+    """Whether a layout is whole but for its rows, sharded over one process group (FSDP2's ``Shard(0)``)."""
+    return len(lay.groups) == 1 and not lay.average and lay.local_shape[1:] == lay.full_shape[1:]
+
+
 def _pushed(hist: Tensor, core: Tensor | None) -> Tensor:
     """The history with its oldest row dropped and ``core`` (zeros for None) appended as the newest."""
     new = core.to(hist.dtype)[None] if core is not None else hist.new_zeros(1, hist.shape[1])
     return torch.cat([hist[1:], new])
 
 
-def _write(param: Tensor, update: Tensor, group: dict[str, Any], ok: Tensor) -> None:
-    """Decoupled weight decay and ``param -= lr · update``, both only where ``ok`` (a device flag)."""
+def _write(param: Tensor, update: Tensor, group: dict[str, Any], ok: Tensor, decay: bool = True) -> None:
+    """Decoupled weight decay (unless ``decay`` is False) and ``param -= lr · update``, both only where ``ok``
+    (a device flag)."""
     lr = group["lr"]
-    if group["weight_decay"] != 0:
+    if decay and group["weight_decay"] != 0:
         param.mul_(torch.where(ok, 1 - lr * group["weight_decay"], 1.0).to(param.dtype))
     param.add_(torch.where(ok, update, 0.0).to(param.dtype), alpha=-lr)
 

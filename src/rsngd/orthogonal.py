@@ -18,22 +18,41 @@ NS_COEFFICIENTS = (3.4445, -4.7750, 2.0315)
 
 def orthogonalize(x: Tensor, steps: int = 5, eps: float = 1e-7) -> Tensor:
     """An approximation of the polar factor U Vᵀ of a matrix (or of a tensor unfolded along its first mode) by
-    quintic Newton–Schulz iterations in float32, as Muon computes it."""
+    quintic Newton–Schulz iterations, as Muon computes it: in float32 (float64 for a float64 tensor)."""
+    return orthogonalize_many([x], steps, eps)[0]
+
+
+def orthogonalize_many(xs: list[Tensor], steps: int = 5, eps: float = 1e-7) -> list[Tensor]:
+    """:func:`orthogonalize` of each tensor, the tensors of one shape and dtype stacked into one batched
+    Newton–Schulz (one batched matmul per iteration instead of one per matrix)."""
+    out: list[Tensor | None] = [None] * len(xs)
+    same: dict[tuple, list[int]] = {}
+    for i, x in enumerate(xs):
+        same.setdefault((tuple(x.shape), x.dtype, x.device), []).append(i)
     a, b, c = NS_COEFFICIENTS
-    m = x.reshape(x.shape[0], -1).float()
-    wide = m.shape[0] <= m.shape[1]
-    m = m if wide else m.T
-    m = m / (m.norm() + eps)
-    for _ in range(steps):
-        gram = m @ m.T
-        m = a * m + (b * gram + c * gram @ gram) @ m
-    return (m if wide else m.T).reshape(x.shape).to(x.dtype)
+    for (shape, dtype, _), idx in same.items():
+        work = torch.float64 if dtype == torch.float64 else torch.float32
+        m = torch.stack([xs[i].reshape(shape[0], -1) for i in idx]).to(work)
+        wide = m.shape[1] <= m.shape[2]
+        m = m if wide else m.mT
+        m = m / (torch.linalg.matrix_norm(m, keepdim=True) + eps)
+        for _ in range(steps):
+            gram = m @ m.mT
+            m = a * m + (b * gram + c * gram @ gram) @ m
+        m = m if wide else m.mT
+        for j, i in enumerate(idx):
+            out[i] = m[j].reshape(shape).to(dtype)
+    return out  # type: ignore[return-value]
+
+
+def shape_factor(x: Tensor) -> float:
+    """Muon's shape adjustment √max(1, rows/cols) of a matrix (or of a tensor unfolded along its first mode)."""
+    return max(1.0, x.shape[0] / x[0].numel()) ** 0.5
 
 
 def ortho_residual(residual: Tensor) -> Tensor:
     """The residual orthogonalised, scaled by √max(1, rows/cols) (Muon's shape adjustment)."""
-    rows, cols = residual.shape[0], residual[0].numel()
-    return orthogonalize(residual) * max(1.0, rows / cols) ** 0.5
+    return orthogonalize(residual) * shape_factor(residual)
 
 
 def lowrank_momentum(residual: Tensor, basis: Tensor, coef: Tensor, beta: float) -> tuple[Tensor, Tensor, Tensor]:

@@ -65,10 +65,13 @@ def mix_seed(*values: int) -> int:
     return x & ((1 << 63) - 1)
 
 
-def clamp_ranks(shape: Sequence[int], rank: int | Sequence[int]) -> list[int]:
-    """Per-mode ranks: ``rank`` (one int for all modes, or one per mode) clamped to each size."""
+def clamp_ranks(shape: Sequence[int], rank: int | float | Sequence[int]) -> list[int]:
+    """Per-mode ranks: ``rank`` (one int for all modes, or one per mode) clamped to each size; a float in (0, 1]
+    is a fraction of the smallest size (at least 1), the same for all modes."""
     if len(shape) < 2:
         raise ValueError(f"Tucker projection needs a tensor with at least 2 dims, got shape {tuple(shape)}")
+    if isinstance(rank, float):
+        rank = max(1, int(min(shape) * rank))
     ranks = [int(rank)] * len(shape) if isinstance(rank, int) else [int(r) for r in rank]
     if len(ranks) != len(shape):
         raise ValueError(f"got {len(ranks)} ranks for a tensor of shape {tuple(shape)}")

@@ -19,6 +19,7 @@ from torch import nn
 
 import rsngd
 from rsngd import RSNGD
+from rsngd.ablations import SETTINGS, AblationRSNGD
 
 VOCAB = 13
 
@@ -44,16 +45,27 @@ class Tiny(nn.Module):
         return self.head(torch.tanh(self.down(h)))
 
 
+def optimizer(groups: list[dict[str, Any]], **kw: Any) -> RSNGD:
+    """RSNGD, or AblationRSNGD for groups with an ablation setting."""
+    ablation = any(k in SETTINGS or g.get("residual") in ("sign", "fira") for g in groups for k in g)
+    return (AblationRSNGD if ablation else RSNGD)(groups, **kw)
+
+
 def make_model(seed: int = 0) -> Tiny:
     torch.manual_seed(seed)
     return Tiny().double()
 
 
 def groups(model: nn.Module, named: bool = True, **hp: Any) -> list[dict[str, Any]]:
-    """Projected: every matrix but the embedding (rank 3); AdamW: the embedding and the biases."""
+    """Projected: every matrix but the embedding (rank 3); AdamW: the embedding and the biases (``adamw_state``
+    goes to that group)."""
     proj = [(n, p) for n, p in model.named_parameters() if p.dim() >= 2 and "emb" not in n]
     rest = [(n, p) for n, p in model.named_parameters() if not (p.dim() >= 2 and "emb" not in n)]
-    out = [{"params": [p for _, p in proj], "rank": 3, **hp}, {"params": [p for _, p in rest], "rank": None}]
+    state = hp.pop("adamw_state", "full")
+    out = [
+        {"params": [p for _, p in proj], "rank": 3, **hp},
+        {"params": [p for _, p in rest], "rank": None, "adamw_state": state},
+    ]
     if named:
         out[0]["param_names"] = [n for n, _ in proj]
         out[1]["param_names"] = [n for n, _ in rest]
@@ -82,7 +94,7 @@ def my_rows(x: torch.Tensor) -> slice:
 def reference(steps: int, hp: dict[str, Any], nan_at: int | None = None) -> dict[str, torch.Tensor]:
     """One process, the whole batch."""
     model = make_model()
-    opt = RSNGD(groups(model, **hp), **OPTIONS)
+    opt = optimizer(groups(model, **hp), **OPTIONS)
     for step in range(steps):
         opt.zero_grad()
         loss_of(model, *batch(step)).backward()
@@ -110,7 +122,7 @@ def fsdp2(model: nn.Module) -> nn.Module:
 
 def train_fsdp2(steps: int, hp: dict[str, Any], nan_at: int | None = None, nan_rank: int = 1):
     model = fsdp2(make_model())
-    opt = RSNGD(groups(model, **hp), **OPTIONS)
+    opt = optimizer(groups(model, **hp), **OPTIONS)
     for step in range(steps):
         opt.zero_grad()
         x, y = batch(step)
@@ -137,7 +149,7 @@ def case_zero_equals_one_process(hp: dict[str, Any], steps: int = 5) -> float:
     ddp = DDP(model)
     opt = ZeroRedundancyOptimizer(
         groups(model, named=False, **hp)[0]["params"],
-        optimizer_class=RSNGD,
+        optimizer_class=AblationRSNGD if any(k in SETTINGS for k in hp) else RSNGD,
         partitioned=True,
         rank=3,
         **hp,
@@ -153,6 +165,21 @@ def case_zero_equals_one_process(hp: dict[str, Any], steps: int = 5) -> float:
     return max_diff(model, reference(steps, hp))
 
 
+def case_ddp_split_equals_one_process(hp: dict[str, Any], steps: int = 5) -> float:
+    """DDP with ``data_parallel=True``: each rank orthogonalises its share of the residuals and broadcasts them."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    model = make_model()
+    ddp = DDP(model)
+    opt = optimizer(groups(model, **hp), data_parallel=True, **OPTIONS)
+    for step in range(steps):
+        opt.zero_grad()
+        x, y = batch(step)
+        loss_of(ddp, x[my_rows(x)], y[my_rows(x)]).backward()
+        opt.step()
+    return max_diff(model, reference(steps, hp))
+
+
 def case_nan_on_one_rank_skips_everywhere(steps: int = 4, nan_at: int = 2) -> tuple[float, int]:
     model, opt = train_fsdp2(steps, {}, nan_at=nan_at)
     skipped = opt.nonfinite_steps
@@ -160,13 +187,13 @@ def case_nan_on_one_rank_skips_everywhere(steps: int = 4, nan_at: int = 2) -> tu
     return max_diff(model, reference(steps, {}, nan_at=nan_at)), skipped
 
 
-def case_dcp_resume(folder: str, steps: int = 6, cut: int = 3) -> float:
+def case_dcp_resume(folder: str, steps: int = 6, cut: int = 3, hp: dict[str, Any] | None = None) -> float:
     """Save at step ``cut`` with DCP, continue; returns nothing but writes the final parameters for comparison."""
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict
 
     model = fsdp2(make_model())
-    opt = RSNGD(groups(model), **OPTIONS)
+    opt = optimizer(groups(model, **(hp or {})), **OPTIONS)
     for step in range(steps):
         if step == cut:
             msd, osd = get_state_dict(model, opt)
@@ -181,7 +208,9 @@ def case_dcp_resume(folder: str, steps: int = 6, cut: int = 3) -> float:
     return 0.0
 
 
-def resume_from(folder: str, sharded: bool, steps: int = 6, cut: int = 3) -> dict[str, torch.Tensor]:
+def resume_from(
+    folder: str, sharded: bool, steps: int = 6, cut: int = 3, hp: dict[str, Any] | None = None
+) -> dict[str, torch.Tensor]:
     """Load the DCP checkpoint of :func:`case_dcp_resume` into a fresh model (FSDP2 on this group, or one
     process) and run the remaining steps."""
     import torch.distributed.checkpoint as dcp
@@ -191,7 +220,7 @@ def resume_from(folder: str, sharded: bool, steps: int = 6, cut: int = 3) -> dic
     model = Tiny().double()
     if sharded:
         model = fsdp2(model)
-    opt = RSNGD(groups(model), **OPTIONS)
+    opt = optimizer(groups(model, **(hp or {})), **OPTIONS)
     msd, osd = get_state_dict(model, opt)  # creates the optimizer's state (a step with zero lr) to load into
     state = {"model": msd, "optim": osd}
     dcp.load(state, checkpoint_id=folder, no_dist=not sharded)

@@ -59,10 +59,59 @@ def test_rsngd_from_the_factory_equals_hand_made_groups():
     groups = rsngd.param_groups(b, rank=4, history=3)
     for g in groups[1:]:
         g["lr"] = 0.02
+    groups[1]["adamw_state"] = "light"  # the recipe's embeddings and head
     hand = RSNGD(groups, lr=0.01, seed=5)
     assert torch.equal(train(made, a), train(hand, b))
     assert [g["rank"] for g in made.param_groups] == [4, None, None]
     assert [g["lr"] for g in made.param_groups] == [0.01, 0.02, 0.02]
+
+
+def test_the_plain_call_is_the_rsngd_recipe_and_rsngd_defaults_agree():
+    """create_optimizer(named) with no keyword gives the registry's rsngd recipe; RSNGD's own defaults are the
+    recipe's settings of the projected matrices."""
+    from rsngd.recipes import RECIPES
+
+    recipe = RECIPES["rsngd"]
+    opt = rsngd.create_optimizer(Block().named_parameters())
+    proj, other, flat = opt.param_groups
+    assert proj["lr"] == recipe.lr and other["lr"] == flat["lr"] == recipe.adamw_lr
+    for key, value in recipe.projected.items():
+        assert proj[key] == value, key
+    assert other["adamw_state"] == "light" and flat["adamw_state"] == "full"
+    bare = RSNGD([nn.Parameter(torch.randn(8, 8))]).param_groups[0]
+    assert bare["lr"] == recipe.lr
+    for key, value in recipe.projected.items():
+        assert bare[key] == value, key
+    lite = rsngd.create_optimizer(Block().named_parameters(), "rsngd-lite").param_groups[0]
+    assert (lite["rank"], lite["history"]) == (1 / 16, 8)
+    assert rsngd.create_optimizer(Block().named_parameters(), "rsngd-subspace").param_groups[0]["residual"] == "none"
+
+
+def test_moved_settings_are_refused_with_where_they_went():
+    p = nn.Parameter(torch.randn(6, 6))
+    with pytest.raises(TypeError, match=r"rsngd\.ablations\.AblationRSNGD"):
+        RSNGD([p], core_beta2=0.9)
+    with pytest.raises(ValueError, match=r"rsngd\.ablations\.AblationRSNGD"):
+        RSNGD([{"params": [p], "normalize": "none"}])
+    with pytest.raises(ValueError, match=r"rsngd\.ablations\.AblationRSNGD"):
+        RSNGD([p], residual="sign")
+    with pytest.raises(TypeError, match="unexpected keyword arguments: rnak"):
+        RSNGD([p], rnak=3)
+    from rsngd.ablations import AblationRSNGD
+
+    assert AblationRSNGD([p], core_beta2=0.9, residual="sign").param_groups[0]["core_beta2"] == 0.9
+    # The factory builds the ablation class for an ablation setting (the benchmark's natural-galore).
+    opt = rsngd.create_optimizer(Block().named_parameters(), "rsngd", projection="svd", fisher="tensor")
+    assert isinstance(opt, AblationRSNGD)
+
+
+def test_a_fractional_rank_is_a_share_of_the_smallest_side():
+    from rsngd.projection import clamp_ranks
+
+    assert clamp_ranks((256, 688), 1 / 8) == [32, 32]
+    assert clamp_ranks((5, 2, 9), 0.5) == [1, 1, 1]
+    with pytest.raises(ValueError, match="rank must be an integer or a fraction"):
+        RSNGD([nn.Parameter(torch.randn(4, 4))], rank=1.5)
 
 
 def test_adamw_from_the_factory_equals_torch_adamw():
@@ -120,3 +169,19 @@ def test_adam_mini_gives_the_non_projected_tensors_adamw_lr():
     proj = {id(p) for p in rsngd.split_parameters(model.named_parameters())[0]}
     lrs = {(any(id(p) in proj for p in g["params"]), g["lr"]) for g in opt.param_groups}
     assert lrs == {(True, 0.001), (False, 0.01)}
+
+
+def test_the_default_recipe_keeps_the_whole_models_state_small():
+    """The recipe's embeddings and head in the light AdamW state: on an embedding-heavy LLaMA (vocabulary 2048,
+    hidden 64) the whole optimizer state is under a fifth of AdamW's, where full AdamW moments for them would make
+    it most of AdamW's."""
+    model = tiny_llama(vocab=2048)
+    x = torch.randint(0, 2048, (2, 16))
+    model(input_ids=x, labels=x).loss.backward()
+    sizes = {}
+    for label, kw in (("adamw", {"name": "adamw"}), ("rsngd", {}), ("full", {"adamw_state": "full"})):
+        opt = rsngd.create_optimizer(model.named_parameters(), **kw)
+        opt.step()
+        sizes[label] = rsngd.optimizer_state_bytes(opt)
+    assert sizes["rsngd"] < 0.2 * sizes["adamw"]
+    assert sizes["full"] > 0.6 * sizes["adamw"]

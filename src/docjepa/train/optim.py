@@ -27,6 +27,10 @@ class OptimConfig:
     """Peak learning rate of the projected matrices (RS-SNGD) or of everything (AdamW)."""
     adamw_lr: float = 0.0
     """Peak learning rate of RS-SNGD's AdamW part (embeddings, norms, heads); 0 = same as ``lr``."""
+    recipe: str = "rsngd-subspace"
+    """RS-SNGD's named recipe (``rsngd.recipes``) under the settings here: ``rsngd-subspace`` (the subspace step
+    alone, AdamW for the rest) is what Document-JEPA's figures were measured with; ``rsngd`` adds the
+    orthogonalised residual and the light AdamW state, not yet measured on this model."""
     rank: int = 32
     """RS-SNGD projection rank."""
     history: int = 10
@@ -49,7 +53,7 @@ def build_optimizer(named: list[tuple[str, nn.Parameter]], cfg: OptimConfig, see
         raise ValueError(f"unknown optimizer {cfg.name!r}; choose rsngd or adamw")
     return rsngd.create_optimizer(
         named,
-        "rsngd",
+        cfg.recipe,
         lr=cfg.lr,
         adamw_lr=cfg.adamw_lr or cfg.lr,
         weight_decay=cfg.weight_decay,

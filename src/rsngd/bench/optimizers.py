@@ -30,6 +30,18 @@ import torch
 from torch import nn
 
 import rsngd
+from rsngd.recipes import RECIPES
+
+
+def recipe_settings(name: str) -> dict[str, Any]:
+    """An RS-SNGD recipe's settings as benchmark hyperparameters: a fractional rank as its width rule (1/8 of the
+    smallest side is hidden/8 for every attention and MLP matrix of a LLaMA)."""
+    r = RECIPES[name]
+    hp = {"lr": r.lr, "adamw_lr": r.adamw_lr, **r.projected, **r.rest}
+    if isinstance(hp.get("rank"), float):
+        hp["rank"] = f"hidden/{round(1 / hp['rank'])}"
+    return hp
+
 
 DEFAULTS: dict[str, dict[str, Any]] = {
     "adamw": {"lr": 3e-3},
@@ -39,16 +51,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "fira": {"lr": 1e-2, "rank": "hidden/4", "update_proj_gap": 200, "alpha": 0.25},
     "apollo": {"lr": 1e-2, "rank": "hidden/4", "update_proj_gap": 200, "scale": 1.0, "scale_type": "channel"},
     "apollo-mini": {"lr": 1e-2, "rank": 1, "update_proj_gap": 200, "scale": 128.0, "scale_type": "tensor"},
-    # RS-SNGD with the residual's polar factor at Muon's size (residual_scale × lr = Muon's 0.02): it won the
-    # screen on the tuning run (docs/benchmark.md, "RS-SNGD's screen"); the subspace-only step is residual="none".
-    "rsngd": {
-        "lr": 5e-3,
-        "adamw_lr": 1e-2,
-        "rank": "hidden/8",
-        "history": 10,
-        "residual": "ortho",
-        "residual_scale": 4.0,
-    },
+    # RS-SNGD's named recipes (rsngd.recipes), the rank written as the width rule it is at the LLaMA shapes.
+    **{name: recipe_settings(name) for name in RECIPES},
     "natural-galore": {
         "lr": 5e-3,
         "adamw_lr": 1e-2,
@@ -156,7 +160,11 @@ class OptimizerSpec:
         return hp
 
 
-RANK_RULES = {"hidden/4": lambda hidden: max(1, hidden // 4), "hidden/8": lambda hidden: max(1, hidden // 8)}
+RANK_RULES = {
+    "hidden/4": lambda hidden: max(1, hidden // 4),
+    "hidden/8": lambda hidden: max(1, hidden // 8),
+    "hidden/16": lambda hidden: max(1, hidden // 16),
+}
 """A rank set by the model's width: its rule → the rank at a hidden size."""
 
 
@@ -169,12 +177,15 @@ def rank_as_rule(name: str, hp: dict[str, Any], hidden: int | None) -> dict[str,
     return hp
 
 
-def build_optimizer(spec: OptimizerSpec, model: nn.Module, hidden: int, heads: int) -> torch.optim.Optimizer:
+def build_optimizer(
+    spec: OptimizerSpec, model: nn.Module, hidden: int, heads: int, **extra: Any
+) -> torch.optim.Optimizer:
     """Instantiate the optimizer of ``spec`` for ``model`` through :func:`rsngd.create_optimizer`: the same
     projected matrices (attention and MLP) and the same AdamW part for every method. The non-projected tensors
     (embeddings, norms, LM head) use ``adamw_lr`` where a method's defaults set one; the published GaLore, Fira
-    and APOLLO scripts use the method's own lr for them."""
+    and APOLLO scripts use the method's own lr for them. ``extra`` goes to ``create_optimizer`` (RS-SNGD's
+    ``data_parallel`` under DDP)."""
     hp = spec.hyperparameters(hidden)
     if spec.name == "adam-mini":
         hp.update(dim=hidden, n_heads=heads)
-    return rsngd.create_optimizer(model.named_parameters(), spec.method, **hp)
+    return rsngd.create_optimizer(model.named_parameters(), spec.method, **hp, **extra)

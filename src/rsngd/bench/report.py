@@ -155,6 +155,7 @@ def summarize(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         same = [o for o in rows if (o["dataset"], o["preset"]) == (row["dataset"], row["preset"])]
         ref = next((o for o in same if o["optimizer_name"] == "adamw"), None)
         row["state_vs_adamw"] = row["projected_state_bytes"] / ref["projected_state_bytes"] if ref else None
+        row["whole_state_vs_adamw"] = row["optimizer_state_bytes"] / ref["optimizer_state_bytes"] if ref else None
     rows.sort(key=lambda r: (*_order(r["dataset"], r["preset"]), r["val_loss"]))
     return rows
 
@@ -183,18 +184,19 @@ def markdown(rows: list[dict[str, Any]]) -> str:
             ran = "; ran on " + ", ".join(f"{d} ×{n}" for d, n in sorted(ran_on.items()))
         out.append(f"**{dataset}, {where}** ({seen}{seeds}; mean ± std over seeds{ran})\n")
         out.append(
-            "| optimizer | val loss | lowest val loss (step) | state of projected matrices | vs AdamW | opt step ms "
-            "| fwd+bwd ms | opt/fwd+bwd | max opt step ms | seeds |"
+            "| optimizer | val loss | lowest val loss (step) | state of projected matrices | vs AdamW "
+            "| whole-model state vs AdamW | opt step ms | fwd+bwd ms | opt/fwd+bwd | max opt step ms | seeds |"
         )
-        out.append("|---|---|---|---|---|---|---|---|---|---|")
+        out.append("|---|---|---|---|---|---|---|---|---|---|---|")
         for r in sub:
             loss = f"{r['val_loss']:.3f}" + (f" ± {r['val_loss_std']:.3f}" if r["seeds"] > 1 else "")
             if r["diverged"]:
                 loss += f" ({r['diverged']} diverged)"
             ratio = f"{r['state_vs_adamw']:.1%}" if r["state_vs_adamw"] is not None else "–"
+            whole = f"{r['whole_state_vs_adamw']:.1%}" if r.get("whole_state_vs_adamw") is not None else "–"
             out.append(
                 f"| {r['optimizer']} | {loss} | {r['best_val_loss']:.3f} ({r['best_val_step']:.0f}) "
-                f"| {r['projected_state_bytes'] / 2**20:.2f} MiB | {ratio} "
+                f"| {r['projected_state_bytes'] / 2**20:.2f} MiB | {ratio} | {whole} "
                 f"| {1000 * r['optimizer_step_s']:.1f} | {1000 * r['fwd_bwd_s']:.1f} "
                 f"| {r['optimizer_step_s'] / r['fwd_bwd_s']:.1%} | {1000 * r['optimizer_step_max_s']:.1f} "
                 f"| {r['seeds']} |"
@@ -364,18 +366,20 @@ def plots(runs: list[dict[str, Any]], rows: list[dict[str, Any]], out_dir: Path)
     fig, axes = _panels(plt, keys)
     for key, ax in axes.items():
         for r in (r for r in rows if (r["dataset"], r["preset"]) == key):
-            ax.errorbar(
-                r["projected_state_bytes"] / 2**20,
-                r["val_loss"],
-                yerr=r["val_loss_std"],
-                fmt=marker[r["optimizer"]],
-                color=colors[r["optimizer"]],
-                label=r["optimizer"],
-                capsize=3,
-            )
+            for field, fill in (("projected_state_bytes", None), ("optimizer_state_bytes", "none")):
+                ax.errorbar(
+                    r[field] / 2**20,
+                    r["val_loss"],
+                    yerr=r["val_loss_std"],
+                    fmt=marker[r["optimizer"]],
+                    color=colors[r["optimizer"]],
+                    mfc=fill,
+                    label=r["optimizer"] if fill is None else None,
+                    capsize=3,
+                )
         ax.set(
             title=f"{key[0]} / {key[1]}",
-            xlabel="optimizer state of projected matrices (MiB, log)",
+            xlabel="optimizer state (MiB, log): projected matrices (filled) / whole model (hollow)",
             ylabel="final validation loss",
             xscale="log",
         )

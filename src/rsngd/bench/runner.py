@@ -122,16 +122,13 @@ def run_one(
     rank = int(os.environ.get("RANK", "0"))
     if strategy == "fsdp2" and world > 1 and spec.method not in ("rsngd", "adamw"):
         raise SystemExit(f"--dist fsdp2 supports rsngd and adamw; {spec.name} does not step sharded parameters")
-    if strategy == "fsdp2" and world > 1 and spec.hyperparameters(preset.hidden).get("residual", "none") != "none":
-        raise SystemExit(
-            f"{spec.label}: the orthogonalised residual needs whole gradients, which FSDP2 shards; "
-            f"use {spec.name}:residual=none (the subspace step alone)"
-        )
     if preset.micro_batch % world:
         raise SystemExit(f"the preset's micro-batch {preset.micro_batch} must be divisible by {world} processes")
     base = build_model(preset, corpus.vocab_size, seed).to(device)
     model = distribute(base, strategy, world, device)
-    opt = build_optimizer(spec, base, preset.hidden, preset.heads)
+    # Under DDP the ranks split RS-SNGD's Newton–Schulz work instead of each repeating it.
+    split = {"data_parallel": True} if strategy == "ddp" and world > 1 and spec.method == "rsngd" else {}
+    opt = build_optimizer(spec, base, preset.hidden, preset.heads, **split)
     projected, _, _ = rsngd.split_parameters(base.named_parameters())
     per = preset.micro_batch // world
     base_lrs = [g["lr"] for g in opt.param_groups]

@@ -342,8 +342,8 @@ def test_bench_under_torchrun_matches_one_process(tmp_path, text_file):
     def bench(out, launcher):
         argv = [
             *launcher, "-m", "rsngd.cli", "bench", "--preset", "smoke", "--steps", "3", "--data", str(text_file),
-            # The orthogonalised residual needs whole gradients: under FSDP2 RS-SNGD takes its subspace step only.
-            "--optimizers", "rsngd:residual=none", "--out", str(out), "--cache", str(tmp_path / "cache"),
+            # The default recipe: the residual's matrices are orthogonalised by their owner ranks.
+            "--optimizers", "rsngd", "--out", str(out), "--cache", str(tmp_path / "cache"),
             "--no-progress",
             "--threads", "1", "--dist", strategy,
         ]  # fmt: skip
@@ -446,16 +446,6 @@ def test_c4_shards_and_a_given_tokenizer(tmp_path):
     (folder / "c4-validation.00000-of-00008.json.gz").write_bytes(gzip.compress(b"not json\n"))
     with pytest.raises(SystemExit, match="'text' field"):
         load_corpus(f"c4:{folder}", 300, cache=tmp_path / "cache")
-
-
-def test_fsdp2_refuses_the_orthogonalised_residual_with_a_way_out(monkeypatch):
-    from rsngd.bench.presets import get_preset
-    from rsngd.bench.runner import run_one
-
-    monkeypatch.setenv("WORLD_SIZE", "2")
-    spec = OptimizerSpec.parse("rsngd")  # the benchmark's setting: residual="ortho"
-    with pytest.raises(SystemExit, match="rsngd:residual=none"):
-        run_one(spec, get_preset("smoke"), None, 0, torch.device("cpu"), False, "fsdp2")
 
 
 def test_batch_override_accumulates_the_same_windows(tmp_path, text_file):

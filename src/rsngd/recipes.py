@@ -1,0 +1,85 @@
+"""RS-SNGD's named recipes: the settings ``rsngd.create_optimizer(named_parameters, NAME)`` gives with no keyword.
+
+One registry, as timm's ``OptimInfo``. Every value here was chosen by ``rsngd bench``'s tuning protocol on the
+``cpu`` preset (docs/benchmark.md: "RS-SNGD's screen", "Tuning"); the figures in each recipe's note are from the
+committed runs named there. A keyword passed to ``create_optimizer`` overrides the recipe's value.
+
+- ``rsngd``: the measured best. The subspace step (rank 1/8 of each matrix's smaller side, a history of 10)
+  plus the orthogonalised residual at 4 × lr, the embeddings and output head in a light AdamW (8-bit first
+  moment, factored second moment).
+- ``rsngd-lite``: the same at rank 1/16 with a history of 8: under 1 % of AdamW's state for the projected
+  matrices.
+- ``rsngd-subspace``: the subspace step alone, the paper's method (no residual).
+
+Settings that measured no better than these live in :mod:`rsngd.ablations`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["DEFAULT", "RECIPES", "Recipe", "recipe"]
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A named RS-SNGD setting."""
+
+    name: str
+    """What ``create_optimizer`` and ``rsngd bench`` call it."""
+    lr: float
+    """Learning rate of the projected matrices."""
+    adamw_lr: float
+    """Learning rate of the tensors in AdamW (embeddings, output head, norms, biases)."""
+    projected: dict[str, Any] = field(default_factory=dict)
+    """RSNGD settings of the projected group (``rank`` as a float is a fraction of each tensor's smallest side)."""
+    rest: dict[str, Any] = field(default_factory=dict)
+    """RSNGD settings of the other matrices (embeddings, output head), updated with AdamW."""
+    summary: str = ""
+    """One line for ``--help`` and the docs."""
+
+    def settings(self) -> dict[str, Any]:
+        """The keywords of ``create_optimizer`` this recipe stands for."""
+        return {"lr": self.lr, "adamw_lr": self.adamw_lr, **self.projected}
+
+
+RECIPES: dict[str, Recipe] = {
+    r.name: r
+    for r in (
+        Recipe(
+            "rsngd",
+            lr=5e-3,
+            adamw_lr=1e-2,
+            projected={"rank": 1 / 8, "history": 10, "residual": "ortho", "residual_scale": 4.0},
+            rest={"adamw_state": "light"},
+            summary="subspace step + orthogonalised residual; light AdamW for embeddings and head (the default)",
+        ),
+        Recipe(
+            "rsngd-lite",
+            lr=5e-3,
+            adamw_lr=1e-2,
+            projected={"rank": 1 / 16, "history": 8, "residual": "ortho", "residual_scale": 4.0},
+            rest={"adamw_state": "light"},
+            summary="rank 1/16, history 8: under 1 % of AdamW's state for the projected matrices",
+        ),
+        Recipe(
+            "rsngd-subspace",
+            lr=5e-3,
+            adamw_lr=1e-2,
+            projected={"rank": 1 / 8, "history": 10, "residual": "none"},
+            summary="the subspace step alone (the paper's method); no residual",
+        ),
+    )
+}
+"""The named recipes, by name."""
+
+DEFAULT = "rsngd"
+"""The recipe ``create_optimizer`` gives when no name is passed."""
+
+
+def recipe(name: str) -> Recipe:
+    """The recipe ``name``; a ValueError listing the known ones otherwise."""
+    if name not in RECIPES:
+        raise ValueError(f"unknown RS-SNGD recipe {name!r}; choose one of {', '.join(RECIPES)}")
+    return RECIPES[name]
