@@ -65,8 +65,9 @@ def optimizer(model, name: str, hp: dict, zero: bool = False):
         opt = ZeroRedundancyOptimizer(
             proj, optimizer_class=rsngd.RSNGD, partitioned=True, lr=0.02, update_gap=3, **{"rank": 8, **hp}
         )
-        opt.add_param_group({"params": other, "rank": None, "adamw_state": "light"})  # as the recipe
-        opt.add_param_group({"params": flat, "rank": None})
+        adamw_lr = rsngd.RECIPES["rsngd"].adamw_lr  # the rest as the recipe has it
+        opt.add_param_group({"params": other, "rank": None, "adamw_state": "light", "lr": adamw_lr})
+        opt.add_param_group({"params": flat, "rank": None, "lr": adamw_lr})
         return opt
     if name in ("adamw", "muon"):
         return rsngd.create_optimizer(model.named_parameters(), name, lr=0.02)

@@ -702,7 +702,7 @@ class RSNGD(Optimizer):
         out: dict[int, Tensor] = {}
         if whole:
             parts = [d for _, d in whole]
-            if self._data_parallel and self._distributed():
+            if self._data_parallel and dist.is_available() and dist.is_initialized():
                 done = ortho_replicated(parts, self._process_group)
             else:
                 done = [o * orthogonal.shape_factor(d) for o, d in zip(orthogonal.orthogonalize_many(parts), parts)]

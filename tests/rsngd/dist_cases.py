@@ -169,15 +169,23 @@ def case_ddp_split_equals_one_process(hp: dict[str, Any], steps: int = 5) -> flo
     """DDP with ``data_parallel=True``: each rank orthogonalises its share of the residuals and broadcasts them."""
     from torch.nn.parallel import DistributedDataParallel as DDP
 
+    import rsngd.ortho_dist as od
+
+    done = []  # matrices this rank orthogonalised
+    scaled = od._scaled
+    od._scaled = lambda wholes: done.extend(w.shape for w in wholes) or scaled(wholes)
     model = make_model()
     ddp = DDP(model)
     opt = optimizer(groups(model, **hp), data_parallel=True, **OPTIONS)
-    for step in range(steps):
-        opt.zero_grad()
-        x, y = batch(step)
-        loss_of(ddp, x[my_rows(x)], y[my_rows(x)]).backward()
-        opt.step()
-    return max_diff(model, reference(steps, hp))
+    try:
+        for step in range(steps):
+            opt.zero_grad()
+            x, y = batch(step)
+            loss_of(ddp, x[my_rows(x)], y[my_rows(x)]).backward()
+            opt.step()
+    finally:
+        od._scaled = scaled
+    return max_diff(model, reference(steps, hp)), len(done)
 
 
 def case_nan_on_one_rank_skips_everywhere(steps: int = 4, nan_at: int = 2) -> tuple[float, int]:

@@ -44,8 +44,12 @@ def test_fsdp2_on_four_ranks_with_empty_shards_equals_one_process(hp):
 
 @pytest.mark.parametrize("world", [2, 4])
 def test_ddp_with_split_newton_schulz_equals_one_process(world):
-    diffs = C.spawn(world, C.case_ddp_split_equals_one_process, RECIPE_STATE)
+    """Each rank orthogonalises only the matrices it owns: together, every matrix of every step once."""
+    results = C.spawn(world, C.case_ddp_split_equals_one_process, RECIPE_STATE)
+    diffs, counts = zip(*results)
     assert max(diffs) <= TOL, diffs
+    assert sum(counts) == 5 * 5  # 5 steps × the 5 projected matrices
+    assert max(counts) < sum(counts)  # split, not repeated
 
 
 @pytest.mark.parametrize(

@@ -545,11 +545,15 @@ def test_cached_factors_give_the_same_steps(gen):
     assert opt_cached.factor_cache_bytes() == 4 * (12 * 3 + 10 * 3 + 6 * 3 + 5 * 3 + 4 * 3)
 
 
-def test_step_makes_no_host_synchronisation(gen, monkeypatch):
+@pytest.mark.parametrize("stateful", [False, True], ids=["recipe", "quantised-states"])
+def test_step_makes_no_host_synchronisation(gen, monkeypatch, stateful):
     """Nothing in a step reads a tensor's value on the host (item, tolist, bool, int, float), a renewal and
-    a non-finite gradient included."""
-    params = [torch.nn.Parameter(torch.randn(*s, generator=gen)) for s in [(12, 10), (6, 5, 4), (9,)]]
-    opt = RSNGD(params, lr=1e-2, rank=3, update_gap=2, weight_decay=0.1)
+    a non-finite gradient included: the default residual, and the quantised residual momentum with a matrix in
+    the light AdamW state."""
+    params = [torch.nn.Parameter(torch.randn(*s, generator=gen)) for s in [(12, 10), (6, 5, 4), (9,), (7, 5)]]
+    extra = dict(residual_momentum=0.9, residual_bits=4) if stateful else {}
+    groups = [{"params": params[:3]}, {"params": params[3:], "rank": None, "adamw_state": "light"}]
+    opt = RSNGD(groups, lr=1e-2, rank=3, update_gap=2, weight_decay=0.1, **extra)
     for p in params:
         p.grad = torch.randn(p.shape, generator=gen)
     opt.step()  # state creation may look at anything once
