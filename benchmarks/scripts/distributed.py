@@ -184,6 +184,7 @@ def main() -> None:
     ap.add_argument("--worlds", type=int, nargs="+", default=[2, 4])
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--memory-hidden", type=int, default=512)
+    ap.add_argument("--memory-only", action="store_true", help="skip the equality runs (keep those of --out)")
     ap.add_argument("--out", type=Path, default=Path("runs/bench/distributed.json"))
     args = ap.parse_args()
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -194,7 +195,9 @@ def main() -> None:
         ("residual=none", {"residual": "none"}),
         ("4-bit residual momentum", {"residual_momentum": 0.95, "residual_bits": 4}),
     )
-    for world in args.worlds:
+    if args.memory_only and args.out.exists():
+        result["equality"] = json.loads(args.out.read_text())["equality"]
+    for world in [] if args.memory_only else args.worlds:
         for label, hp in settings:
             t0 = time.perf_counter()
             diffs = spawn(world, "equality", steps=args.steps, hp=hp)

@@ -412,9 +412,6 @@ class RSNGD(Optimizer):
                 self._precondition(es, device, reduce=False)
 
         # 3. apply: each rank writes its own rows; nothing changes unless ok
-        ortho = self._ortho_directions(
-            [e for e in entries if e.grad is not None and e.group["residual"] == "ortho"], ok
-        )
         for e in entries:
             if e.group["core_beta2"] > 0:  # an ablation setting
                 if "core_v" not in e.state:
@@ -424,7 +421,20 @@ class RSNGD(Optimizer):
                     e.update, e.state["core_v"], t, e.group["core_beta2"], e.group["eps"]
                 )
                 e.state["core_v"].copy_(torch.where(ok, v, e.state["core_v"]))
-            self._apply(e, ok, ortho.get(id(e)))
+        stepped = [e for e in entries if e.grad is not None and e.group["residual"] == "ortho" and _outside(e)]
+        spread = self._data_parallel and dist.is_available() and dist.is_initialized()
+        together = [e for e in stepped if spread or e.layout.groups]  # their collectives need every matrix at once
+        ortho = self._ortho_directions(together, ok) if together else {}
+        # The rest go in batches of one shape, each applied before the next is formed: a step holds at most
+        # one batch of residuals besides the gradients.
+        alone = {id(e) for e in stepped} - {id(e) for e in together}
+        for batch in _batches([e for e in stepped if id(e) in alone]):
+            ortho.update(self._ortho_directions(batch, ok))
+            for e in batch:
+                self._apply(e, ok, ortho.pop(id(e)))
+        for e in entries:
+            if id(e) not in alone:
+                self._apply(e, ok, ortho.get(id(e)))
         for group, p in adam:
             self._adamw(p, group, ok)
         return loss
@@ -875,6 +885,22 @@ def fisher_gram(hists: list[Tensor]) -> Tensor:
         gram = part if gram is None else gram + part
     assert gram is not None
     return gram
+
+
+BATCH_ELEMENTS = 1 << 22
+"""Residual entries stacked into one batched Newton–Schulz at most (16 MiB in float32); a larger matrix goes alone."""
+
+
+def _batches(entries: list[_Entry]) -> list[list[_Entry]]:
+    """Entries grouped by shape and dtype, each group cut into batches of at most :data:`BATCH_ELEMENTS`."""
+    same: dict[tuple, list[_Entry]] = {}
+    for e in entries:
+        same.setdefault((tuple(e.grad.shape), e.grad.dtype), []).append(e)
+    out = []
+    for group in same.values():
+        per = max(1, BATCH_ELEMENTS // max(1, group[0].grad.numel()))
+        out += [group[i : i + per] for i in range(0, len(group), per)]
+    return out
 
 
 def _outside(e: _Entry) -> bool:
