@@ -39,6 +39,11 @@ SETTINGS: dict[str, Any] = {
 RESIDUALS = ("none", "ortho", "fira", "sign")
 
 
+def uses(settings: dict[str, Any]) -> bool:
+    """Whether a group's settings include one of this module's (an ablation setting or residual)."""
+    return any(k in SETTINGS for k in settings) or settings.get("residual") in ("fira", "sign")
+
+
 def check_group(group: dict[str, Any], need: Callable[[bool, str], None], number: Callable[..., float]) -> None:
     """ValueError naming the argument for an ablation setting out of its range."""
     allowed = {"projection": ("random", "svd"), "normalize": ("rms", "global_rms", "none")}

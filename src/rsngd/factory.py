@@ -186,14 +186,5 @@ def _rsngd(
         {"params": other, "lr": adamw_lr, "weight_decay": weight_decay, "rank": None, **rest_state},
         {"params": flat, "lr": adamw_lr, "weight_decay": 0.0, "rank": None},
     ]
-    cls = (
-        AblationRSNGD
-        if any(k in ablations.SETTINGS for k in projected)
-        or projected.get("residual")
-        in (
-            "fira",
-            "sign",
-        )
-        else RSNGD
-    )
+    cls = AblationRSNGD if ablations.uses(projected) else RSNGD
     return cls([_named(g, named) for g in groups if g["params"]], lr=lr, **ctor)

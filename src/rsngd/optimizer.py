@@ -535,10 +535,7 @@ class RSNGD(Optimizer):
                     "each gradient arrives): sum the micro-batches' losses before backward, or use residual='none'"
                 )
             ok = bad == 0
-            direction = self._residual(e)
-            if group["residual_momentum"] > 0:
-                direction = self._residual_momentum(e, direction, ok)
-            ortho = orthogonal.orthogonalize(direction) * orthogonal.shape_factor(direction)
+            ortho = self._ortho_directions([e], ok)[id(e)]
             _write(local(p), group["residual_scale"] * ortho, group, ok)
         self._pending[p] = e.core if previous is None else previous + e.core
         p.grad = None
@@ -715,7 +712,7 @@ class RSNGD(Optimizer):
             if self._data_parallel and dist.is_available() and dist.is_initialized():
                 done = ortho_replicated(parts, self._process_group)
             else:
-                done = [o * orthogonal.shape_factor(d) for o, d in zip(orthogonal.orthogonalize_many(parts), parts)]
+                done = orthogonal.ortho_residuals(parts)
             out.update({id(e): o for (e, _), o in zip(whole, done)})
         by_group: dict[tuple[int, ...], list[tuple[_Entry, Tensor]]] = {}
         for e, d in sharded:

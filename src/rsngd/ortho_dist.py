@@ -20,7 +20,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from .orthogonal import orthogonalize_many, shape_factor
+from . import orthogonal
 
 __all__ = ["ortho_replicated", "ortho_sharded", "owners", "row_split"]
 
@@ -46,10 +46,6 @@ def row_split(rows: int, world: int) -> list[tuple[int, int]]:
         start = min(r * chunk, rows)
         out.append((start, min(rows, start + chunk) - start))
     return out
-
-
-def _scaled(wholes: list[Tensor]) -> list[Tensor]:
-    return [o * shape_factor(w) for o, w in zip(orthogonalize_many(wholes), wholes)]
 
 
 def ortho_sharded(parts: list[Tensor], shapes: list[tuple[int, ...]], group: dist.ProcessGroup | None) -> list[Tensor]:
@@ -88,7 +84,7 @@ def ortho_sharded(parts: list[Tensor], shapes: list[tuple[int, ...]], group: dis
             rows.append(recv[r][offsets[r] : offsets[r] + n].view(splits[i][r][1], cols[i]))
             offsets[r] += n
         wholes.append(torch.cat(rows).view(shapes[i]))
-    done = _scaled(wholes)
+    done = orthogonal.ortho_residuals(wholes)
     # 2. the owner returns each rank its rows
     back = []
     for r in range(world):
@@ -118,7 +114,7 @@ def ortho_replicated(residuals: list[Tensor], group: dist.ProcessGroup | None) -
     own = owners([r.numel() for r in residuals], world)
     out: list[Tensor] = [None] * len(residuals)  # type: ignore[list-item]
     mine = [i for i in range(len(residuals)) if own[i] == rank]
-    for i, o in zip(mine, _scaled([residuals[i] for i in mine])):
+    for i, o in zip(mine, orthogonal.ortho_residuals([residuals[i] for i in mine])):
         out[i] = o
     dtype, device = residuals[0].dtype, residuals[0].device
     for r in range(world):

@@ -52,7 +52,12 @@ def shape_factor(x: Tensor) -> float:
 
 def ortho_residual(residual: Tensor) -> Tensor:
     """The residual orthogonalised, scaled by √max(1, rows/cols) (Muon's shape adjustment)."""
-    return orthogonalize(residual) * shape_factor(residual)
+    return ortho_residuals([residual])[0]
+
+
+def ortho_residuals(residuals: list[Tensor]) -> list[Tensor]:
+    """:func:`ortho_residual` of each, same-shape ones in one batched Newton–Schulz."""
+    return [o * shape_factor(r) for o, r in zip(orthogonalize_many(residuals), residuals)]
 
 
 def lowrank_momentum(residual: Tensor, basis: Tensor, coef: Tensor, beta: float) -> tuple[Tensor, Tensor, Tensor]:

@@ -19,7 +19,7 @@ from torch import nn
 
 import rsngd
 from rsngd import RSNGD
-from rsngd.ablations import SETTINGS, AblationRSNGD
+from rsngd.ablations import AblationRSNGD, uses
 
 VOCAB = 13
 
@@ -47,8 +47,7 @@ class Tiny(nn.Module):
 
 def optimizer(groups: list[dict[str, Any]], **kw: Any) -> RSNGD:
     """RSNGD, or AblationRSNGD for groups with an ablation setting."""
-    ablation = any(k in SETTINGS or g.get("residual") in ("sign", "fira") for g in groups for k in g)
-    return (AblationRSNGD if ablation else RSNGD)(groups, **kw)
+    return (AblationRSNGD if any(uses(g) for g in groups) else RSNGD)(groups, **kw)
 
 
 def make_model(seed: int = 0) -> Tiny:
@@ -149,7 +148,7 @@ def case_zero_equals_one_process(hp: dict[str, Any], steps: int = 5) -> float:
     ddp = DDP(model)
     opt = ZeroRedundancyOptimizer(
         groups(model, named=False, **hp)[0]["params"],
-        optimizer_class=AblationRSNGD if any(k in SETTINGS for k in hp) else RSNGD,
+        optimizer_class=AblationRSNGD if uses(hp) else RSNGD,
         partitioned=True,
         rank=3,
         **hp,
@@ -169,11 +168,11 @@ def case_ddp_split_equals_one_process(hp: dict[str, Any], steps: int = 5) -> flo
     """DDP with ``data_parallel=True``: each rank orthogonalises its share of the residuals and broadcasts them."""
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    import rsngd.ortho_dist as od
+    import rsngd.orthogonal as orth
 
     done = []  # matrices this rank orthogonalised
-    scaled = od._scaled
-    od._scaled = lambda wholes: done.extend(w.shape for w in wholes) or scaled(wholes)
+    scaled = orth.ortho_residuals
+    orth.ortho_residuals = lambda wholes: done.extend(w.shape for w in wholes) or scaled(wholes)
     model = make_model()
     ddp = DDP(model)
     opt = optimizer(groups(model, **hp), data_parallel=True, **OPTIONS)
@@ -184,7 +183,7 @@ def case_ddp_split_equals_one_process(hp: dict[str, Any], steps: int = 5) -> flo
             loss_of(ddp, x[my_rows(x)], y[my_rows(x)]).backward()
             opt.step()
     finally:
-        od._scaled = scaled
+        orth.ortho_residuals = scaled
     return max_diff(model, reference(steps, hp)), len(done)
 
 
