@@ -11,9 +11,10 @@ Usage: python benchmarks/scripts/distributed.py [--worlds 2 4] [--steps 8] [--me
 2. Memory per process (float32 LLaMA with ``--memory-hidden``, 4 layers, vocabulary 8192, created on the meta
    device and materialised after sharding): peak RSS above the process's RSS before the model was built (the
    transient whole matrices of the residual's owners included), the optimizer state bytes of the process, and
-   those of its projected matrices against AdamW's, for AdamW, Muon (``torch.optim.Muon``; one process: it does
-   not step sharded parameters), the ``rsngd`` recipe and the recipe with ``per_layer=True`` in one process, and
-   AdamW and the recipe under FSDP2 with 2 and 4 processes.
+   those of its projected matrices against AdamW's, for AdamW, Muon, the ``rsngd`` recipe and the recipe with
+   ``per_layer=True`` in one process, and AdamW, Muon and the recipe under FSDP2 with 2 and 4 processes. Muon is
+   ``torch.optim.Muon`` in one process; it refuses sharded parameters, so under FSDP2 it is :class:`ShardedMuon`
+   (each matrix orthogonalised whole by one owner rank, as distributed Muon implementations do).
 
 Every rank computes the one-process reference itself. Writes JSON.
 """
@@ -54,6 +55,53 @@ def llama(hidden: int, inter: int, layers: int, vocab: int, dtype: torch.dtype, 
     return LlamaForCausalLM(cfg).to(dtype)
 
 
+class ShardedMuon(torch.optim.Optimizer):
+    """Muon for FSDP2's row-sharded matrices (``torch.optim.Muon`` refuses DTensors), for the memory comparison:
+    a float32 momentum of this rank's rows; its Nesterov direction orthogonalised whole by one owner rank and
+    returned as rows (``rsngd.ortho_dist.ortho_sharded``: the gather-to-owner scheme of distributed Muon
+    implementations, the same transient whole matrices as RS-SNGD's residual); AdamW for the rest, as the usual
+    recipe (and ``rsngd.muon.MuonWithAdamW``) has it."""
+
+    def __init__(self, named, lr: float = 0.02, adamw_lr: float = 3e-3, momentum: float = 0.95) -> None:
+        import rsngd
+
+        proj, other, flat = rsngd.split_parameters(named)
+        groups = [{"params": proj, "muon": True, "lr": lr}, {"params": other + flat, "muon": False, "lr": adamw_lr}]
+        super().__init__(groups, {"momentum": momentum, "betas": (0.9, 0.999), "eps": 1e-8})
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        from rsngd.ortho_dist import ortho_sharded
+
+        mats = []
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state, grad = self.state[p], p.grad.to_local()
+                if group["muon"]:
+                    if "momentum_buffer" not in state:
+                        state["momentum_buffer"] = torch.zeros_like(p)  # a DTensor sharded as p
+                    buf = state["momentum_buffer"].to_local()
+                    buf.lerp_(grad, 1 - group["momentum"])
+                    mats.append((p, group, grad.lerp(buf, group["momentum"])))
+                    continue
+                if "exp_avg" not in state:
+                    state["step"], state["exp_avg"], state["exp_avg_sq"] = 0, torch.zeros_like(p), torch.zeros_like(p)
+                state["step"] += 1
+                (b1, b2), t = group["betas"], state["step"]
+                m, v = state["exp_avg"].to_local(), state["exp_avg_sq"].to_local()
+                m.lerp_(grad, 1 - b1)
+                v.mul_(b2).addcmul_(grad, grad, value=1 - b2)
+                denom = (v / (1 - b2**t)).sqrt_().add_(group["eps"])
+                p.to_local().addcdiv_(m, denom, value=-group["lr"] / (1 - b1**t))
+        if mats:
+            group = mats[0][0].device_mesh.get_group(0)
+            directions = ortho_sharded([d for _, _, d in mats], [tuple(p.shape) for p, _, _ in mats], group)
+            for (p, g, _), o in zip(mats, directions):
+                p.to_local().add_(o.view_as(p.to_local()), alpha=-g["lr"])
+
+
 def optimizer(model, name: str, hp: dict, zero: bool = False):
     import rsngd
 
@@ -69,6 +117,8 @@ def optimizer(model, name: str, hp: dict, zero: bool = False):
         opt.add_param_group({"params": other, "rank": None, "adamw_state": "light", "lr": adamw_lr})
         opt.add_param_group({"params": flat, "rank": None, "lr": adamw_lr})
         return opt
+    if name == "muon" and dist.get_world_size() > 1:
+        return ShardedMuon(model.named_parameters(), lr=0.02)
     if name in ("adamw", "muon"):
         return rsngd.create_optimizer(model.named_parameters(), name, lr=0.02)
     if name == "rsngd-per-layer":
@@ -212,7 +262,7 @@ def main() -> None:
             result["equality"].append(row)
             print(json.dumps(row), flush=True)
     runs = [(1, "adamw"), (1, "muon"), (1, "rsngd"), (1, "rsngd-per-layer")]
-    runs += [(w, n) for w in args.worlds for n in ("adamw", "rsngd")]
+    runs += [(w, n) for w in args.worlds for n in ("adamw", "muon", "rsngd")]
     for world, name in runs:
         rows = spawn(world, "memory", name=name, hidden=args.memory_hidden)
         row = {

@@ -23,8 +23,8 @@ The state holds tensors and Python numbers only: ``hist`` (s × k, float32), int
 counters, the seed of the random subspace, and for ``projection="svd"`` the factor
 matrices ``U0``, ``U1``, … So ``torch.load(..., weights_only=True)`` reads it back and a
 resumed run continues bit-identically. AdamW moments of a DTensor parameter are DTensors
-sharded like it, so ``torch.distributed.checkpoint`` saves and reshards them; the
-history is replicated (the same on every rank).
+sharded like it, and its history is a DTensor split by columns among the ranks
+(``rsngd.history``), so ``torch.distributed.checkpoint`` saves and reshards both.
 
 A step makes no host synchronisation: a gradient that is not finite (on any rank) is a
 device flag, and the step's state changes and updates are committed through it, so such a
@@ -44,7 +44,7 @@ import torch.distributed as dist
 from torch import Tensor
 from torch.optim import Optimizer
 
-from . import ablations, compact, orthogonal
+from . import ablations, compact, history, orthogonal
 from .ortho_dist import ortho_replicated, ortho_sharded
 from .projection import (
     Factors,
@@ -144,8 +144,9 @@ class RSNGD(Optimizer):
     momentum, Adam's denominator on the core, SVD factors) are arguments of ``rsngd.ablations.AblationRSNGD``.
 
     Sharded parameters (DTensor, e.g. FSDP2's ``fully_shard``) are stepped natively: each
-    rank projects its own rows, the cores of all tensors are summed in one all-reduce, the
-    history and the s × s solve are replicated, and each rank writes its own rows
+    rank projects its own rows, the cores of all tensors are summed in one all-reduce, each
+    rank keeps its share of the history's columns (``rsngd.history``: the s × s Gram matrix
+    and the update's core are summed over the ranks), and each rank writes its own rows
     (``rsngd.sharding``); only the residual's owner rank holds a whole matrix, during the step.
     """
 
@@ -394,14 +395,16 @@ class RSNGD(Optimizer):
         # 2. push to the histories (committed only if ok), one Fisher system per tensor or for all
         systems: dict[str, list[_Entry]] = {"global": []}
         for e in entries:
-            e.state["hist"].copy_(torch.where(ok, _pushed(e.state["hist"], e.core), e.state["hist"]))
+            lo, hi = history.columns(e.state["hist"])
+            hist = local(e.state["hist"])  # this rank's columns of a split history
+            hist.copy_(torch.where(ok, _pushed(hist, e.core[lo:hi]), hist))
             key = "global" if e.group["fisher"] == "global" else f"tensor{id(e.p)}"
             systems.setdefault(key, []).append(e)
         for group in self.param_groups:  # tensors of the global system without a gradient: a zero row
             if group["rank"] is not None and group["fisher"] == "global":
                 for p in group["params"]:
                     if p.grad is None and p not in pending and "hist" in self.state[p]:
-                        hist = self.state[p]["hist"]
+                        hist = local(self.state[p]["hist"])
                         hist.copy_(torch.where(ok, _pushed(hist, None), hist))
         if self._partitioned and any(g["rank"] is not None and g["fisher"] == "global" for g in self.param_groups):
             self._precondition(systems["global"], device, reduce=True)  # every rank joins the sums
@@ -485,7 +488,7 @@ class RSNGD(Optimizer):
             state["renewals"] = 0
             full = self._new_factors(p, group, grad, ranks, renewal=0)
             k = math.prod(core_shape(p.shape, full))
-            state["hist"] = torch.zeros(s, k, dtype=grad.dtype, device=grad.device)
+            state["hist"] = history.new(p, lay, s, k, grad.dtype, grad.device)  # split by columns under FSDP2
             if group["residual"] == "fira":
                 state["residual_norm"] = torch.zeros((), dtype=grad.dtype, device=grad.device)
             factors = self._keep(p, group, full, lay)
@@ -494,13 +497,15 @@ class RSNGD(Optimizer):
             state["renewals"] += 1
             full = self._new_factors(p, group, grad, ranks, renewal=state["renewals"])
             cshape = core_shape(p.shape, full)
-            hist = state["hist"].view(s, *cshape)
-            state["hist"] = change_basis(hist, old, full, batch_dims=1).reshape(s, -1).contiguous()
+            kept = history.fit(state["hist"], p, lay)
+            hist = history.whole(kept).view(s, *cshape)  # a split history is gathered for its change of basis
+            state["hist"] = history.like(kept, change_basis(hist, old, full, batch_dims=1).reshape(s, -1).contiguous())
             state["basis_step"] = state["step"]
             if "core_v" in state:  # a second moment does not carry into a new basis: start it again
                 state["core_v"].zero_()
             factors = self._keep(p, group, full, lay)
         else:
+            state["hist"] = history.fit(state["hist"], p, lay)
             factors = self._local_factors(p, group, state, lay, grad.device)
         core = project_local(grad, factors, lay.offsets, lay.full_shape).reshape(-1).contiguous()
         return _Entry(p=p, group=group, state=state, grad=grad, core=core, factors=factors, layout=lay)
@@ -643,12 +648,10 @@ class RSNGD(Optimizer):
         """
         group = entries[0].group if entries else self._global_group()
         s = group["history"]
-        if entries:
-            gram = fisher_gram([e.state["hist"] for e in entries])  # (s, s) float64
-            filled_local = max(min(e.state["step"], s) for e in entries)
-        else:
-            gram = torch.zeros(s, s, dtype=torch.float64, device=device)
-            filled_local = 0
+        hists = [e.state["hist"] for e in entries]
+        shard_groups = [e.layout.groups[0] if e.layout.groups else None for e in entries]
+        gram = history.gram(hists, shard_groups, s, device)  # (s, s) float64; split histories summed over ranks
+        filled_local = max((min(e.state["step"], s) for e in entries), default=0)
         ages = torch.arange(s - 1, -1, -1, dtype=torch.float64, device=device)
         if reduce:
             # Filled rows: the largest over the ranks, as a one-hot summed (> 0 where some rank has it).
@@ -673,9 +676,10 @@ class RSNGD(Optimizer):
         c, _ = damped_cholesky_solve(gram, w, lam)
         # c can exceed the float32 range when λ is tiny; apply its direction, then its size.
         c_scale = c.abs().max().clamp_min(1e-300)
-        for e in entries:
-            hist = e.state["hist"]
-            e.update = (c / c_scale).to(hist.dtype) @ hist  # F⁻¹ m = G c, shape (k,), up to c_scale
+        # F⁻¹ m = G c, shape (k,), up to c_scale; a split history gives its columns, gathered whole
+        pieces = [(c / c_scale).to(h.dtype) @ local(h) for h in hists]
+        for e, update in zip(entries, history.gather(hists, shard_groups, pieces)):
+            e.update = update
         eps = group["eps"]
         if group["normalize"] == "rms":
             for e in entries:
@@ -812,40 +816,48 @@ class RSNGD(Optimizer):
         if lay.groups and not _row_sharded(lay):
             raise ValueError("adamw_state='light' needs each matrix whole or sharded by rows (FSDP2's Shard(0))")
         dtype = compute_dtype(p.dtype)
-        grad = torch.where(ok, local(p.grad).to(dtype), 0.0)
-        rows_all = lay.full_shape[0]
-        flat = grad.reshape(grad.shape[0], math.prod(grad.shape[1:]))
+        grad = local(p.grad)
+        rows, cols = grad.shape[0], math.prod(grad.shape[1:])
+        grad, param = grad.reshape(rows, cols), local(p).view(rows, cols)
         if "exp_avg_codes" not in state:
             state["step"] = 0
-            codes, scales = compact.quantize(torch.zeros_like(grad), 8)
+            codes, scales = compact.quantize(grad.new_zeros(1, cols, dtype=dtype), 8)  # a zero row, repeated
+            codes, scales = codes.expand(rows, -1).contiguous(), scales.expand(rows, -1).contiguous()
             state["exp_avg_codes"], state["exp_avg_scales"] = _like(p, codes), _like(p, scales)
-            state["v_row"] = _like(p, flat.new_zeros(flat.shape[0]))
-            state["v_col"] = flat.new_zeros(flat.shape[1])
+            state["v_row"] = _like(p, grad.new_zeros(rows, dtype=dtype))
+            state["v_col"] = grad.new_zeros(cols, dtype=dtype)
         beta1, beta2 = group["betas"]
         okf = ok.to(dtype)
         state["step"] += 1
         step = state["step"]
-        codes, scales = local(state["exp_avg_codes"]), local(state["exp_avg_scales"])
-        exp_avg = compact.dequantize(codes, scales, 8, grad.shape, dtype)
-        exp_avg = exp_avg.lerp(grad, okf * (1 - beta1))
-        new_codes, new_scales = compact.quantize(exp_avg, 8)
-        codes.copy_(torch.where(ok, new_codes, codes))
-        scales.copy_(torch.where(ok, new_scales, scales))
-        square = flat * flat + 1e-30
-        col_sum = square.sum(dim=0)
-        v_row = local(state["v_row"])
-        v_row.lerp_(square.mean(dim=1), okf * (1 - beta2))
+        codes, scales, v_row = local(state["exp_avg_codes"]), local(state["exp_avg_scales"]), local(state["v_row"])
+        # Chunks of rows, so that the transients (the gradient in float32, the dequantised moment, the update) stay
+        # small beside a large embedding or head; blocks never cross a row, so chunks quantise as the whole.
+        per = max(1, LIGHT_CHUNK // max(1, cols))
+        chunks = [(a, min(rows, a + per)) for a in range(0, rows, per)]
+        col_sum = grad.new_zeros(cols, dtype=dtype)
+        for a, b in chunks:  # 1. the second moment's row means, and the column sums of the squares
+            g = torch.where(ok, grad[a:b].to(dtype), 0.0)
+            square = g * g + 1e-30
+            col_sum += square.sum(dim=0)
+            v_row[a:b].lerp_(square.mean(dim=1), okf * (1 - beta2))
         row_sum = v_row.sum().reshape(1)
         if lay.groups:
             packed = torch.cat([col_sum, row_sum])
             dist.all_reduce(packed, group=lay.groups[0])
             col_sum, row_sum = packed[:-1], packed[-1:]
+        rows_all = lay.full_shape[0]
         state["v_col"].lerp_(col_sum / rows_all, okf * (1 - beta2))
-        denom = compact.factored_denominator(
-            v_row, state["v_col"], row_sum[0] / rows_all, 1 - beta2**step, group["eps"]
-        )
-        update = exp_avg / (1 - beta1**step) / denom.view_as(exp_avg)
-        _write(local(p), update, group, ok)
+        for a, b in chunks:  # 2. the first moment (8-bit codes) and the update
+            g = torch.where(ok, grad[a:b].to(dtype), 0.0)
+            exp_avg = compact.dequantize(codes[a:b], scales[a:b], 8, (b - a, cols), dtype).lerp_(g, okf * (1 - beta1))
+            new_codes, new_scales = compact.quantize(exp_avg, 8)
+            codes[a:b].copy_(torch.where(ok, new_codes, codes[a:b]))
+            scales[a:b].copy_(torch.where(ok, new_scales, scales[a:b]))
+            denom = compact.factored_denominator(
+                v_row[a:b], state["v_col"], row_sum[0] / rows_all, 1 - beta2**step, group["eps"]
+            )
+            _write(param[a:b], exp_avg.div_(denom).div_(1 - beta1**step), group, ok)
 
     # ----------------------------------------------------------------- state
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
@@ -870,22 +882,11 @@ class AblationRSNGD(RSNGD):
     _ablations = True
 
 
-def fisher_gram(hists: list[Tensor]) -> Tensor:
-    """GᵀG = Σ_p G_pᵀ G_p for histories stored as rows (s × k_p); returns (s, s) in float64.
+BATCH_ELEMENTS = 1 << 20
+"""Residual entries stacked into one batched Newton–Schulz at most (4 MiB in float32); a larger matrix goes alone."""
 
-    This is the one reduction the global Fisher needs (Gᵀm = GᵀG w follows from it):
-    with sharded parameters, an all-reduce of this s × s matrix goes here.
-    """
-    gram = None
-    for h in hists:
-        part = (h @ h.T).to(torch.float64)
-        gram = part if gram is None else gram + part
-    assert gram is not None
-    return gram
-
-
-BATCH_ELEMENTS = 1 << 22
-"""Residual entries stacked into one batched Newton–Schulz at most (16 MiB in float32); a larger matrix goes alone."""
+LIGHT_CHUNK = 1 << 18
+"""Entries of a matrix stepped at once by ``adamw_state="light"`` (whole rows; 1 MiB in float32)."""
 
 
 def _batches(entries: list[_Entry]) -> list[list[_Entry]]:

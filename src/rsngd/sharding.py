@@ -7,8 +7,8 @@ A DTensor parameter (FSDP2's ``fully_shard`` gives ``Shard(0)`` ones) is handled
   or ``Partial``);
 - each rank projects its own rows with the matching rows of the factors; :class:`Reducer` sums every such
   partial core of a step in one flat all-reduce per process group;
-- the history, the s × s solve and the update's core are then identical on every rank, and each rank writes
-  only its own rows of the update.
+- each rank keeps its share of the history's columns (``rsngd.history``), the s × s solve and the update's core
+  are then identical on every rank, and each rank writes only its own rows of the update.
 
 Parameters that are whole on every rank (one process, DDP) have a layout with no groups, and nothing here
 costs anything for them.

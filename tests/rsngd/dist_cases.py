@@ -139,6 +139,19 @@ def case_fsdp2_equals_one_process(hp: dict[str, Any], steps: int = 5) -> float:
     return max_diff(model, reference(steps, hp))
 
 
+def case_history_columns(hp: dict[str, Any], steps: int = 5) -> dict[str, tuple[int, int]]:
+    """After FSDP2 steps (renewals included): each projected matrix's history, the columns this rank holds and
+    the whole width k."""
+    model, opt = train_fsdp2(steps, hp)
+    out = {}
+    for name, p in model.named_parameters():
+        hist = opt.state[p].get("hist")
+        if hist is not None:
+            assert hasattr(hist, "to_local"), f"{name}: the history of a sharded matrix is not split"
+            out[name] = (hist.to_local().shape[1], hist.shape[1])
+    return out
+
+
 def case_zero_equals_one_process(hp: dict[str, Any], steps: int = 5) -> float:
     from torch.distributed.optim import ZeroRedundancyOptimizer
     from torch.nn.parallel import DistributedDataParallel as DDP

@@ -118,3 +118,28 @@ def test_light_adamw_matches_its_float64_reference(gen):
         assert step.item() < 0.05 * t
     adamw_bytes = 2 * W.numel() * 8
     assert optimizer_state_bytes(opt) < 0.15 * adamw_bytes
+
+
+def test_light_adamw_in_chunks_of_rows_equals_the_whole_matrix(gen, monkeypatch):
+    """The light state steps a large matrix a few rows at a time (small transients): with chunks of 5 rows of a
+    64-row matrix (the last one shorter) the parameters and the states equal those of one chunk."""
+    import rsngd.optimizer as opt_module
+
+    start = torch.randn(64, 300, generator=gen, dtype=torch.float64)
+    grads = [torch.randn(64, 300, generator=gen, dtype=torch.float64) for _ in range(4)]
+    results = []
+    for chunk in (1 << 30, 5 * 300):
+        monkeypatch.setattr(opt_module, "LIGHT_CHUNK", chunk)
+        W = torch.nn.Parameter(start.clone())
+        opt = RSNGD([{"params": [W], "rank": None, "adamw_state": "light"}], lr=0.01, weight_decay=0.1)
+        for g in grads:
+            W.grad = g.clone()
+            opt.step()
+        results.append((W.detach().clone(), {k: v.clone() for k, v in opt.state[W].items() if torch.is_tensor(v)}))
+    (w_whole, s_whole), (w_chunks, s_chunks) = results
+    torch.testing.assert_close(w_chunks, w_whole, atol=1e-12, rtol=0)
+    for key, value in s_whole.items():
+        if value.dtype == torch.uint8:
+            assert torch.equal(s_chunks[key], value), key
+        else:
+            torch.testing.assert_close(s_chunks[key], value, atol=1e-12, rtol=0)

@@ -43,6 +43,17 @@ def test_fsdp2_on_four_ranks_with_empty_shards_equals_one_process(hp):
 
 
 @pytest.mark.parametrize("world", [2, 4])
+def test_fsdp2_history_is_split_by_columns_among_the_ranks(world):
+    """Each rank keeps its share of every matrix's history (torch.chunk's split of the columns), not all of it."""
+    results = C.spawn(world, C.case_history_columns, {})
+    assert results[0], "no projected matrix"
+    for name, (_, k) in results[0].items():
+        widths = [r[name][0] for r in results]
+        assert sum(widths) == k, (name, widths, k)
+        assert max(widths) == -(-k // world), (name, widths)
+
+
+@pytest.mark.parametrize("world", [2, 4])
 def test_ddp_with_split_newton_schulz_equals_one_process(world):
     """Each rank orthogonalises only the matrices it owns: together, every matrix of every step once."""
     results = C.spawn(world, C.case_ddp_split_equals_one_process, RECIPE_STATE)
@@ -70,13 +81,16 @@ def test_nan_on_one_rank_skips_the_step_on_all():
 
 
 @pytest.mark.parametrize("hp", [{}, RECIPE_STATE], ids=["defaults", "quantised-states"])
-def test_dcp_checkpoint_resumes_on_two_and_on_one_process(tmp_path, hp):
+def test_dcp_checkpoint_resumes_on_two_four_and_one_process(tmp_path, hp):
     folder = str(tmp_path / "ckpt")
     C.spawn(2, C.case_dcp_resume, folder, 6, 3, hp)
     uninterrupted = torch.load(tmp_path / "ckpt" / "uninterrupted.pt")
     two = C.spawn(2, C.resume_from, folder, True, 6, 3, hp)
     for name, value in uninterrupted.items():
         assert torch.equal(two[0][name], value), name  # same world size: bit for bit
+    four = C.spawn(4, C.resume_from, folder, True, 6, 3, hp)  # the split histories resharded onto four ranks
+    for name, value in uninterrupted.items():
+        torch.testing.assert_close(four[0][name], value, atol=TOL, rtol=0)
     one = C.resume_from(folder, False, 6, 3, hp)  # one process, no process group
     for name, value in uninterrupted.items():
         torch.testing.assert_close(one[name], value, atol=TOL, rtol=0)

@@ -1,0 +1,153 @@
+"""The Fisher history of a projected tensor: whole, or split by its columns over the tensor's shard group.
+
+The history holds the last s projected gradients as rows (s × k, k the size of the core). Under FSDP2 every rank
+sums the projected core anyway (k numbers: ``sharding.Reducer``), so the history need not be repeated on every
+rank. Each rank keeps a slice of its columns instead (``torch.chunk``'s split of k, DTensor's ``Shard(1)``), and
+everything the step needs from the history is a sum over the columns or is linear in them:
+
+- the Gram matrix GᵀG is a sum over the columns: each rank's s × s part, summed over the group (:func:`gram`);
+- the update's core G c is linear in the columns: each rank computes its columns, and one flat sum over the
+  group returns the whole cores of all matrices (:func:`gather`);
+- a renewal's change of basis mixes the columns: the history is gathered whole for it (:func:`whole`), once per
+  ``update_gap`` steps for each matrix, a transient of s × k.
+
+So each rank holds 1/world of the histories, as it holds 1/world of the parameters and of AdamW's moments. The
+split history is a DTensor sharded on its columns over the parameter's mesh: distributed checkpoints (DCP) save it
+once and reshard it onto another world size, or into one process.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import Tensor
+
+from .sharding import Layout, group_key, is_dtensor, local
+
+__all__ = ["columns", "fisher_gram", "fit", "gather", "gram", "like", "new", "split_spec", "whole"]
+
+
+def split_spec(p: Tensor, lay: Layout) -> tuple[Any, tuple] | None:
+    """The mesh and placements of a split history for ``p`` (FSDP2's ``Shard(0)`` on one mesh dimension of more
+    than one rank), or None to keep the history whole (one process, DDP, ZeRO, other layouts)."""
+    if not is_dtensor(p) or len(lay.groups) != 1 or lay.average or lay.local_shape[1:] != lay.full_shape[1:]:
+        return None
+    from torch.distributed.tensor import Replicate, Shard
+
+    if sum(isinstance(pl, Shard) for pl in p.placements) != 1 or not any(pl == Shard(0) for pl in p.placements):
+        return None
+    if dist.get_world_size(lay.groups[0]) == 1:
+        return None
+    return p.device_mesh, tuple(Shard(1) if pl == Shard(0) else Replicate() for pl in p.placements)
+
+
+def _local_columns(shape: tuple[int, int], mesh: Any, placements: tuple) -> tuple[int, int]:
+    from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
+
+    local_shape, offset = compute_local_shape_and_global_offset(shape, mesh, placements)
+    return offset[1], offset[1] + local_shape[1]
+
+
+def _wrap(t: Tensor, mesh: Any, placements: tuple, k: int) -> Tensor:
+    from torch.distributed.tensor import DTensor
+
+    s = t.shape[0]
+    return DTensor.from_local(t, mesh, placements, run_check=False, shape=(s, k), stride=(k, 1))
+
+
+def new(p: Tensor, lay: Layout, s: int, k: int, dtype: torch.dtype, device: torch.device) -> Tensor:
+    """An empty (zero) history of s rows of k: whole, or this rank's columns of it as a DTensor."""
+    spec = split_spec(p, lay)
+    if spec is None:
+        return torch.zeros(s, k, dtype=dtype, device=device)
+    lo, hi = _local_columns((s, k), *spec)
+    return _wrap(torch.zeros(s, hi - lo, dtype=dtype, device=device), *spec, k)
+
+
+def columns(hist: Tensor) -> tuple[int, int]:
+    """The columns of the history held here: all of them unless it is split."""
+    if not is_dtensor(hist):
+        return 0, hist.shape[1]
+    return _local_columns(tuple(hist.shape), hist.device_mesh, hist.placements)
+
+
+def whole(hist: Tensor) -> Tensor:
+    """The whole history (s × k): gathered from the ranks (a collective) when it is split."""
+    return hist.full_tensor() if is_dtensor(hist) else hist
+
+
+def like(hist: Tensor, value: Tensor) -> Tensor:
+    """``value`` (a whole s × k history) stored as ``hist`` is: whole, or this rank's columns of it."""
+    if not is_dtensor(hist):
+        return value
+    lo, hi = columns(hist)
+    return _wrap(value[:, lo:hi].contiguous(), hist.device_mesh, hist.placements, value.shape[1])
+
+
+def fit(hist: Tensor, p: Tensor, lay: Layout) -> Tensor:
+    """A history as this layout keeps it: a whole one (e.g. loaded from a one-process checkpoint without DCP)
+    split for a sharded parameter, a split one made whole for a whole parameter."""
+    spec = split_spec(p, lay)
+    if spec is None:
+        return whole(hist) if is_dtensor(hist) else hist
+    if is_dtensor(hist):
+        return hist
+    lo, hi = _local_columns(tuple(hist.shape), *spec)
+    return _wrap(hist[:, lo:hi].contiguous(), *spec, hist.shape[1])
+
+
+def fisher_gram(hists: list[Tensor]) -> Tensor:
+    """GᵀG = Σ_p G_pᵀ G_p for histories stored as rows (s × k_p); returns (s, s) in float64.
+
+    This is the one reduction the global Fisher needs (Gᵀm = GᵀG w follows from it); :func:`gram` sums the
+    parts of split histories over their ranks.
+    """
+    gram = None
+    for h in hists:
+        part = (h @ h.T).to(torch.float64)
+        gram = part if gram is None else gram + part
+    assert gram is not None
+    return gram
+
+
+def gram(hists: list[Tensor], groups: list[dist.ProcessGroup | None], s: int, device: torch.device) -> Tensor:
+    """GᵀG = Σ_p G_pᵀ G_p (s × s, float64). A split history adds its columns' part, summed over its group (one
+    all-reduce per group, in the order of first appearance, which is the same on every rank)."""
+    total = torch.zeros(s, s, dtype=torch.float64, device=device)
+    wholes = [h for h in hists if not is_dtensor(h)]
+    if wholes:
+        total = total + fisher_gram(wholes)
+    split: dict[tuple[int, ...], tuple[dist.ProcessGroup | None, list[Tensor]]] = {}
+    for h, g in zip(hists, groups):
+        if is_dtensor(h):
+            split.setdefault(group_key(g), (g, []))[1].append(local(h))
+    for g, mine in split.values():
+        part = fisher_gram(mine)
+        dist.all_reduce(part, group=g)
+        total = total + part
+    return total
+
+
+def gather(hists: list[Tensor], groups: list[dist.ProcessGroup | None], pieces: list[Tensor]) -> list[Tensor]:
+    """Whole update cores from each rank's columns of them (``pieces[i]`` the columns ``columns(hists[i])``): one
+    flat sum per group, each rank filling its own columns and zeros elsewhere (adding zeros is exact). Pieces of
+    whole histories are returned as they are."""
+    out = list(pieces)
+    by_group: dict[tuple[int, ...], tuple[dist.ProcessGroup | None, list[int]]] = {}
+    for i, (h, g) in enumerate(zip(hists, groups)):
+        if is_dtensor(h):
+            by_group.setdefault(group_key(g), (g, []))[1].append(i)
+    for g, index in by_group.values():
+        sizes = [hists[i].shape[1] for i in index]
+        flat = pieces[index[0]].new_zeros(sum(sizes))
+        start = 0
+        for i, k in zip(index, sizes):
+            lo, hi = columns(hists[i])
+            flat[start + lo : start + hi] = pieces[i]
+            start += k
+        dist.all_reduce(flat, group=g)
+        for i, part in zip(index, flat.split(sizes)):
+            out[i] = part
+    return out
