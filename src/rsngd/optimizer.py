@@ -833,7 +833,7 @@ class RSNGD(Optimizer):
         codes, scales, v_row = local(state["exp_avg_codes"]), local(state["exp_avg_scales"]), local(state["v_row"])
         # Chunks of rows, so that the transients (the gradient in float32, the dequantised moment, the update) stay
         # small beside a large embedding or head; blocks never cross a row, so chunks quantise as the whole.
-        per = max(1, LIGHT_CHUNK // max(1, cols))
+        per = max(1, max(LIGHT_CHUNK, -(-rows * cols // LIGHT_PIECES)) // max(1, cols))
         chunks = [(a, min(rows, a + per)) for a in range(0, rows, per)]
         col_sum = grad.new_zeros(cols, dtype=dtype)
         for a, b in chunks:  # 1. the second moment's row means, and the column sums of the squares
@@ -886,7 +886,11 @@ BATCH_ELEMENTS = 1 << 20
 """Residual entries stacked into one batched Newton–Schulz at most (4 MiB in float32); a larger matrix goes alone."""
 
 LIGHT_CHUNK = 1 << 18
-"""Entries of a matrix stepped at once by ``adamw_state="light"`` (whole rows; 1 MiB in float32)."""
+"""Entries of a matrix stepped at once by ``adamw_state="light"`` (whole rows; 1 MiB in float32), or a
+:data:`LIGHT_PIECES`-th of a larger matrix: transients stay a small share of the matrix, in a bounded number of
+passes (few kernel launches on a GPU)."""
+
+LIGHT_PIECES = 16
 
 
 def _batches(entries: list[_Entry]) -> list[list[_Entry]]:
