@@ -264,6 +264,9 @@ def cmd_demo(args: argparse.Namespace) -> None:
 
     cfg = DemoConfig.quick() if args.quick else DemoConfig()
     cfg.question_tower, cfg.seed, cfg.phrasings = args.question_tower, args.seed, args.phrasings
+    cfg.text_encoder = args.text_encoder
+    if args.threads is not None:
+        cfg.threads = args.threads
     run_demo(cfg, args.out, progress=not args.no_progress)
 
 
@@ -482,6 +485,13 @@ def build_parser() -> argparse.ArgumentParser:
         "here) or a local pre-trained text-encoder folder",
     )
     d.add_argument("--seed", type=int_at_least(0), default=0, help="seed of data, initialisation and training")
+    d.add_argument(
+        "--text-encoder",
+        default="",
+        help="page text encoder: empty (a small BERT trained here from scratch), 'packaged' (the lang extra's "
+        "pre-trained all-MiniLM-L6-v2 with its tokenizer) or a local BERT folder",
+    )
+    d.add_argument("--threads", type=int_at_least(0), default=None, help="torch CPU threads (default: 2)")
     d.add_argument(
         "--phrasings",
         choices=["original", "extended"],

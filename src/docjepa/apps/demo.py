@@ -43,6 +43,10 @@ class DemoConfig:
     """Where the question tower comes from: ``clip`` (a CLIP tower pre-trained here on document regions), a local
     pre-trained text-encoder folder (kept frozen), or ``auto``: the packaged sentence encoder when the ``lang``
     extra is installed (see ``docjepa.modeling.sentence_encoder``), else ``clip``."""
+    text_encoder: str = ""
+    """The page text encoder: empty for the preset's small BERT trained here from scratch (with a WordPiece
+    tokenizer learnt on the training pages), ``packaged`` for the lang extra's pre-trained all-MiniLM-L6-v2 (its
+    architecture, weights and tokenizer; ``docjepa pretrain --model.text_encoder``), or a local BERT folder."""
     phrasings: str = "extended"
     """Question wordings of the training pages (``docjepa generate --phrasings``): ``extended`` adds three more
     per question kind to the layouts' own. Evaluation pages always use the ``original`` wordings, so the
@@ -123,21 +127,21 @@ def run_demo(cfg: DemoConfig, out: Path, progress: bool = True) -> dict:
         generate(n, d, seed=seed, size=cfg.page_size, workers=None, progress=progress, phrasings=phrasings)
         marker.write_text(json.dumps(spec))
     timings["data"] = time.perf_counter() - started
-    tok = out / "tokenizer"
-    if not (tok / "tokenizer.json").is_file():
-        train_tokenizer([train_dir], tok, vocab_size=4000, lowercase=cfg.lowercase)
-    common = [
-        f"--data.train=[{train_dir}]",
-        f"--data.tokenizer={tok}",
-        f"--run.threads={cfg.threads}",
-        f"--run.seed={cfg.seed}",
-    ]
+    common = [f"--data.train=[{train_dir}]", f"--run.threads={cfg.threads}", f"--run.seed={cfg.seed}"]
+    encoder = []
+    if cfg.text_encoder:  # the pre-trained encoder brings its own tokenizer
+        encoder = [f"--model.text_encoder={cfg.text_encoder}"]
+    else:
+        tok = out / "tokenizer"
+        if not (tok / "tokenizer.json").is_file():
+            train_tokenizer([train_dir], tok, vocab_size=4000, lowercase=cfg.lowercase)
+        common.append(f"--data.tokenizer={tok}")
 
     t = time.perf_counter()
     pre_cfg = load_config(
         PretrainConfig,
         "pretrain/tiny",
-        [*common, f"--run.steps={cfg.pretrain_steps}", "--run.checkpoint_every=50"],
+        [*common, *encoder, f"--run.steps={cfg.pretrain_steps}", "--run.checkpoint_every=50"],
     )
     _stage("pretrain", out / "pretrain", cfg.pretrain_steps, pretrain, pre_cfg, progress)
     timings["pretrain"] = time.perf_counter() - t

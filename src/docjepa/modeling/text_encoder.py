@@ -16,6 +16,32 @@ from transformers import BertConfig, BertModel
 LAYOUT_RANGE = 1001  # box coordinates are integers in 0…1000
 
 
+ARCHITECTURE_KEYS = (
+    "vocab_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+    "max_position_embeddings",
+    "type_vocab_size",
+    "hidden_act",
+    "layer_norm_eps",
+)
+"""The fields of a BERT's ``config.json`` that fix the shapes and the arithmetic of its weights."""
+
+
+def bert_architecture(path: str | Path) -> dict:
+    """The architecture of the BERT in a local folder (its ``config.json``), as the ``text`` block of a
+    :class:`~docjepa.modeling.model.DocJepaConfig`: a page encoder built from it loads its weights unchanged."""
+    path = Path(path)
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(f"no config.json in text encoder directory {path}")
+    cfg = BertConfig.from_pretrained(path)
+    if cfg.model_type != "bert":
+        raise ValueError(f"text encoder at {path} is a {cfg.model_type!r} model; the page encoder is a BERT")
+    return {key: getattr(cfg, key) for key in ARCHITECTURE_KEYS}
+
+
 class LayoutEmbedding(nn.Module):
     """Sum of learned embeddings of x0, y0, x1, y1, width and height."""
 

@@ -17,6 +17,7 @@ from ..data.shards import DocumentDataset
 from ..data.source import DataConfig, load_tokenizer
 from ..data.split import SplitConfig, question_pairs
 from ..modeling import DocJepaConfig, build_config
+from ..modeling.build import special_ids
 from ..modeling.files import BACKBONE, PRETRAINING, SEGMENTATION, require_model, resolve_model_dir
 from ..modeling.prompt_encoder import tower_spec
 from ..modeling.segmentation import DocJepaForSegmentation
@@ -42,7 +43,8 @@ class SegModelConfig:
     local pre-trained text-encoder folder, or ``packaged`` (the sentence encoder of the ``lang`` extra); empty: an
     untrained CLIP tower of the preset's size."""
     text_encoder: str = ""
-    """Local BERT folder for the text encoder when starting from scratch."""
+    """Local BERT folder, or ``packaged`` (the lang extra's all-MiniLM-L6-v2), for the page text encoder when
+    starting from scratch: its architecture, weights and tokenizer replace the preset's."""
     lexical_prior: bool = True
     """Give the decoder the OCR matcher's answer box as a mask prompt to refine (False: the question alone)."""
     prior_gain: float = 2.0
@@ -139,12 +141,8 @@ def build_segmentation_model(cfg: FinetuneConfig, tokenizer) -> DocJepaForSegmen
         src = require_model(cfg.model.init, (PRETRAINING, SEGMENTATION, BACKBONE), "model.init")
         config = DocJepaConfig.from_pretrained(src)
     else:
-        special = {
-            "pad_token_id": tokenizer.pad_token_id,
-            "bos_token_id": tokenizer.cls_token_id,
-            "eos_token_id": tokenizer.sep_token_id,
-        }
-        config = build_config(cfg.model.preset, len(tokenizer), special_ids=special)
+        text = cfg.model.text_encoder
+        config = build_config(cfg.model.preset, len(tokenizer), special_ids=special_ids(tokenizer), text_encoder=text)
     config.lexical_prior = cfg.model.lexical_prior
     config.prior_gain = cfg.model.prior_gain if cfg.model.lexical_prior else 0.0
     if cfg.model.freeze_question_tower and not (cfg.model.question_tower or cfg.model.init):
@@ -169,6 +167,7 @@ class FinetuneTask(Task):
 
     def __init__(self, cfg: FinetuneConfig) -> None:
         cfg.model.question_tower = resolve_tower(cfg.model.question_tower)
+        cfg.model.text_encoder = resolve_tower(cfg.model.text_encoder, "model.text_encoder")
         self.cfg = cfg
         self.workers = cfg.data.workers
 

