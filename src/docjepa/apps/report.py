@@ -21,12 +21,12 @@ def _curves(out: Path) -> str:
         ("clip", ["loss"]),
         ("finetune", ["loss", "focal", "dice", "iou"]),
     ]
-    fig, axes = plt.subplots(1, 3, figsize=(15, 3.8))
-    for ax, (name, keys) in zip(axes, runs):
-        path = out / name / "metrics.jsonl"
-        if not path.is_file():
-            continue
-        rows = read_metrics(path)
+    runs = [(name, keys) for name, keys in runs if (out / name / "metrics.jsonl").is_file()]  # no empty panels
+    if not runs:
+        return ""
+    fig, axes = plt.subplots(1, len(runs), figsize=(5 * len(runs), 3.8), squeeze=False)
+    for ax, (name, keys) in zip(axes[0], runs):
+        rows = read_metrics(out / name / "metrics.jsonl")
         for k in keys:
             pts = [(r["step"], r[k]) for r in rows if k in r]
             if pts:
@@ -163,7 +163,7 @@ returns the nearest value. mIoU = mean over question types of the per-type gIoU.
 {_table(results)}
 <p>Timings: {html.escape(timings)}.</p>
 {_template_table(results)}
-<h2>Loss curves</h2><img src="{curves}" width="100%">
+<h2>Loss curves</h2>{f'<img src="{curves}" width="100%">' if curves else "<p>none</p>"}
 <h2>Held-out examples</h2><p>green: true answer; red: prediction (overlap looks brown).</p>
 {f'<img src="{grid}" width="100%">' if grid else "<p>none</p>"}
 </body></html>"""

@@ -44,8 +44,10 @@ def test_demo_quick_mode_writes_report_and_results(demo, capsys):
     assert (demo / "curves.png").is_file() and (demo / "examples.png").is_file()
     packaged = packaged_sentence_encoder()  # with the lang extra the demo's question tower is that encoder
     assert results["question_tower"] == (str(packaged) if packaged else "clip (pre-trained here)")
-    for stage in ("pretrain", "finetune") if packaged else ("pretrain", "clip", "finetune"):
+    stages = ("pretrain", "finetune") if packaged else ("pretrain", "clip", "finetune")
+    for stage in stages:
         assert (demo / stage / "metrics.jsonl").is_file()
+    assert Image.open(demo / "curves.png").size[0] == 450 * len(stages)  # one panel per stage run, none empty
     # Training pages carry the extended wordings, evaluation pages the original ones (the fixed benchmark).
     for split, phrasings in (("train", "extended"), ("eval", "original")):
         assert json.loads((demo / "data" / split / "generated.json").read_text())["phrasings"] == phrasings
