@@ -87,6 +87,18 @@ class LayoutTextEncoder(nn.Module):
                 )
         self.bert.load_state_dict(loaded.state_dict(), strict=False)
 
+    def freeze(self, layers: int) -> None:
+        """Keep BERT's embeddings and its first ``layers`` layers as they are (-1: all of them), e.g. pre-trained
+        weights while new parts learn; the layout embeddings stay trainable. 0 freezes nothing."""
+        if layers == 0:
+            return
+        total = len(self.bert.encoder.layer)
+        if layers < -1 or layers > total:
+            raise ValueError(f"freeze_text_layers must be -1 (all), 0 or up to {total}, got {layers}")
+        self.bert.embeddings.requires_grad_(False)
+        for layer in self.bert.encoder.layer[: total if layers == -1 else layers]:
+            layer.requires_grad_(False)
+
     def forward(self, input_ids: Tensor, attention_mask: Tensor, bbox: Tensor) -> Tensor:
         embeds = self.bert.embeddings.word_embeddings(input_ids) + self.layout(bbox)
         out = self.bert(inputs_embeds=embeds, attention_mask=attention_mask, return_dict=True)

@@ -51,6 +51,9 @@ class SegModelConfig:
     """Initial (learned) weight with which that mask prompt, as ±1, is also added to the mask logits."""
     freeze_question_tower: bool = False
     """Keep the question tower as loaded: a pre-trained language tower keeps its knowledge of wording."""
+    freeze_text_layers: int = 0
+    """Keep the page text encoder's embeddings and first N layers as loaded (-1: all; 0: train everything): a
+    pre-trained encoder's knowledge kept while the new parts (layout embeddings, heads, fusion) learn."""
 
     @staticmethod
     def upgrade(data: dict) -> dict:
@@ -188,6 +191,7 @@ class FinetuneTask(Task):
         vocab = model.config.bert().vocab_size
         if vocab != len(self.tokenizer):
             raise ValueError(f"model vocabulary {vocab} ≠ tokenizer size {len(self.tokenizer)}")
+        model.backbone.text_encoder.freeze(cfg.model.freeze_text_layers)
         if cfg.ablation.freeze_backbone:
             model.backbone.requires_grad_(False)
         return model

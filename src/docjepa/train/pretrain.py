@@ -33,6 +33,9 @@ class ModelConfig:
     to start the page text encoder from: its architecture, weights and tokenizer replace the preset's."""
     init: str = ""
     """Model directory (``save_pretrained`` output) to start all weights from."""
+    freeze_text_layers: int = 0
+    """Keep the page text encoder's embeddings and first N layers as loaded (-1: all; 0: train everything): a
+    pre-trained encoder's knowledge kept while the new parts (layout embeddings, heads, fusion) learn."""
 
 
 @dataclass
@@ -76,6 +79,7 @@ class PretrainTask(Task):
         vocab = model.config.bert().vocab_size
         if vocab != len(self.tokenizer):
             raise ValueError(f"model vocabulary {vocab} ≠ tokenizer size {len(self.tokenizer)}")
+        model.backbone.text_encoder.freeze(cfg.model.freeze_text_layers)
         return model
 
     def dataset(self) -> EpochDataset:

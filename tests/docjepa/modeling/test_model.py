@@ -179,6 +179,27 @@ def test_text_encoder_uses_layout_and_loads_bert(tmp_path):
         ).load_bert(tmp_path / "bert")
 
 
+def test_text_encoder_freezes_its_embeddings_and_lower_layers():
+    cfg = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=3, num_attention_heads=2, intermediate_size=32)
+    enc = LayoutTextEncoder(cfg)
+    enc.freeze(0)
+    assert all(p.requires_grad for p in enc.parameters())
+    enc.freeze(2)
+    layers = enc.bert.encoder.layer
+    assert not any(p.requires_grad for p in enc.bert.embeddings.parameters())
+    assert not any(p.requires_grad for layer in layers[:2] for p in layer.parameters())
+    assert all(p.requires_grad for p in layers[2].parameters())
+    assert all(p.requires_grad for p in enc.layout.parameters())
+    ids, att = torch.randint(5, 50, (2, 4)), torch.ones(2, 4, dtype=torch.long)
+    box = torch.tensor([10, 10, 60, 40]).expand(2, 4, 4)
+    enc(ids, att, box).sum().backward()
+    assert enc.layout.x.weight.grad is not None and layers[0].output.dense.weight.grad is None
+    enc.freeze(-1)
+    assert not any(p.requires_grad for p in layers[2].parameters())
+    with pytest.raises(ValueError, match="freeze_text_layers"):
+        enc.freeze(4)
+
+
 def test_ema_update_and_momentum_schedule():
     torch.manual_seed(0)
     online, target = torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)

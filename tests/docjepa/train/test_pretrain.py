@@ -170,5 +170,15 @@ def test_page_text_encoder_from_the_packaged_minilm(docs, tmp_path):
     assert len(same) >= 6 * 16 + 5, len(same)  # every layer's 16 tensors and the embeddings
     assert "encoder.layer.5.output.dense.weight" in same
     assert model.config.question_tower["eos_token_id"] == task.tokenizer.sep_token_id == 102
+    cfg.model.freeze_text_layers = -1  # the pre-trained encoder kept as loaded; the layout tables still learn
     last = pretrain(cfg, tmp_path / "run", progress=False)
     assert last["mlm"] == last["mlm"] and last["mlm"] > 0  # finite
+    from docjepa.modeling.files import resolve_model_dir
+
+    saved = load_weights(resolve_model_dir(tmp_path / "run") / "model.safetensors")
+    prefix = "backbone.text_encoder."
+    name = "bert.encoder.layer.5.output.dense.weight"
+    assert torch.equal(saved[prefix + name], theirs[name.removeprefix("bert.")])
+    frozen = PretrainTask(cfg).build(tmp_path / "c", None).backbone.text_encoder
+    assert not any(p.requires_grad for p in frozen.bert.parameters())
+    assert all(p.requires_grad for p in frozen.layout.parameters())
