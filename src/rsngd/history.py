@@ -50,20 +50,27 @@ def _local_columns(shape: tuple[int, int], mesh: Any, placements: tuple) -> tupl
     return offset[1], offset[1] + local_shape[1]
 
 
-def _wrap(t: Tensor, mesh: Any, placements: tuple, k: int) -> Tensor:
+def _split(value: Tensor, mesh: Any, placements: tuple) -> Tensor:
+    """This rank's columns of a whole s × k history, as a DTensor of the whole's shape."""
     from torch.distributed.tensor import DTensor
 
-    s = t.shape[0]
-    return DTensor.from_local(t, mesh, placements, run_check=False, shape=(s, k), stride=(k, 1))
+    (s, k), (lo, hi) = value.shape, _local_columns(tuple(value.shape), mesh, placements)
+    part = value[:, lo:hi].contiguous()
+    return DTensor.from_local(part, mesh, placements, run_check=False, shape=(s, k), stride=(k, 1))
+
+
+def _group(hist: Tensor) -> dist.ProcessGroup:
+    """The process group over which a split history's columns are spread."""
+    from torch.distributed.tensor import Shard
+
+    return hist.device_mesh.get_group(hist.placements.index(Shard(1)))
 
 
 def new(p: Tensor, lay: Layout, s: int, k: int, dtype: torch.dtype, device: torch.device) -> Tensor:
     """An empty (zero) history of s rows of k: whole, or this rank's columns of it as a DTensor."""
     spec = split_spec(p, lay)
-    if spec is None:
-        return torch.zeros(s, k, dtype=dtype, device=device)
-    lo, hi = _local_columns((s, k), *spec)
-    return _wrap(torch.zeros(s, hi - lo, dtype=dtype, device=device), *spec, k)
+    zeros = torch.zeros(s, k, dtype=dtype, device=device)
+    return zeros if spec is None else _split(zeros, *spec)
 
 
 def columns(hist: Tensor) -> tuple[int, int]:
@@ -80,10 +87,7 @@ def whole(hist: Tensor) -> Tensor:
 
 def like(hist: Tensor, value: Tensor) -> Tensor:
     """``value`` (a whole s × k history) stored as ``hist`` is: whole, or this rank's columns of it."""
-    if not is_dtensor(hist):
-        return value
-    lo, hi = columns(hist)
-    return _wrap(value[:, lo:hi].contiguous(), hist.device_mesh, hist.placements, value.shape[1])
+    return _split(value, hist.device_mesh, hist.placements) if is_dtensor(hist) else value
 
 
 def fit(hist: Tensor, p: Tensor, lay: Layout) -> Tensor:
@@ -91,11 +95,8 @@ def fit(hist: Tensor, p: Tensor, lay: Layout) -> Tensor:
     split for a sharded parameter, a split one made whole for a whole parameter."""
     spec = split_spec(p, lay)
     if spec is None:
-        return whole(hist) if is_dtensor(hist) else hist
-    if is_dtensor(hist):
-        return hist
-    lo, hi = _local_columns(tuple(hist.shape), *spec)
-    return _wrap(hist[:, lo:hi].contiguous(), *spec, hist.shape[1])
+        return whole(hist)
+    return hist if is_dtensor(hist) else _split(hist, *spec)
 
 
 def fisher_gram(hists: list[Tensor]) -> Tensor:
@@ -112,16 +113,17 @@ def fisher_gram(hists: list[Tensor]) -> Tensor:
     return gram
 
 
-def gram(hists: list[Tensor], groups: list[dist.ProcessGroup | None], s: int, device: torch.device) -> Tensor:
+def gram(hists: list[Tensor], s: int, device: torch.device) -> Tensor:
     """GᵀG = Σ_p G_pᵀ G_p (s × s, float64). A split history adds its columns' part, summed over its group (one
     all-reduce per group, in the order of first appearance, which is the same on every rank)."""
     total = torch.zeros(s, s, dtype=torch.float64, device=device)
     wholes = [h for h in hists if not is_dtensor(h)]
     if wholes:
         total = total + fisher_gram(wholes)
-    split: dict[tuple[int, ...], tuple[dist.ProcessGroup | None, list[Tensor]]] = {}
-    for h, g in zip(hists, groups):
+    split: dict[tuple[int, ...], tuple[dist.ProcessGroup, list[Tensor]]] = {}
+    for h in hists:
         if is_dtensor(h):
+            g = _group(h)
             split.setdefault(group_key(g), (g, []))[1].append(local(h))
     for g, mine in split.values():
         part = fisher_gram(mine)
@@ -130,14 +132,15 @@ def gram(hists: list[Tensor], groups: list[dist.ProcessGroup | None], s: int, de
     return total
 
 
-def gather(hists: list[Tensor], groups: list[dist.ProcessGroup | None], pieces: list[Tensor]) -> list[Tensor]:
+def gather(hists: list[Tensor], pieces: list[Tensor]) -> list[Tensor]:
     """Whole update cores from each rank's columns of them (``pieces[i]`` the columns ``columns(hists[i])``): one
     flat sum per group, each rank filling its own columns and zeros elsewhere (adding zeros is exact). Pieces of
     whole histories are returned as they are."""
     out = list(pieces)
-    by_group: dict[tuple[int, ...], tuple[dist.ProcessGroup | None, list[int]]] = {}
-    for i, (h, g) in enumerate(zip(hists, groups)):
+    by_group: dict[tuple[int, ...], tuple[dist.ProcessGroup, list[int]]] = {}
+    for i, h in enumerate(hists):
         if is_dtensor(h):
+            g = _group(h)
             by_group.setdefault(group_key(g), (g, []))[1].append(i)
     for g, index in by_group.values():
         sizes = [hists[i].shape[1] for i in index]

@@ -497,15 +497,14 @@ class RSNGD(Optimizer):
             state["renewals"] += 1
             full = self._new_factors(p, group, grad, ranks, renewal=state["renewals"])
             cshape = core_shape(p.shape, full)
-            kept = history.fit(state["hist"], p, lay)
-            hist = history.whole(kept).view(s, *cshape)  # a split history is gathered for its change of basis
-            state["hist"] = history.like(kept, change_basis(hist, old, full, batch_dims=1).reshape(s, -1).contiguous())
+            hist = history.whole(state["hist"]).view(s, *cshape)  # a split history is gathered for the change of basis
+            changed = change_basis(hist, old, full, batch_dims=1).reshape(s, -1).contiguous()
+            state["hist"] = history.like(state["hist"], changed)
             state["basis_step"] = state["step"]
             if "core_v" in state:  # a second moment does not carry into a new basis: start it again
                 state["core_v"].zero_()
             factors = self._keep(p, group, full, lay)
         else:
-            state["hist"] = history.fit(state["hist"], p, lay)
             factors = self._local_factors(p, group, state, lay, grad.device)
         core = project_local(grad, factors, lay.offsets, lay.full_shape).reshape(-1).contiguous()
         return _Entry(p=p, group=group, state=state, grad=grad, core=core, factors=factors, layout=lay)
@@ -649,8 +648,7 @@ class RSNGD(Optimizer):
         group = entries[0].group if entries else self._global_group()
         s = group["history"]
         hists = [e.state["hist"] for e in entries]
-        shard_groups = [e.layout.groups[0] if e.layout.groups else None for e in entries]
-        gram = history.gram(hists, shard_groups, s, device)  # (s, s) float64; split histories summed over ranks
+        gram = history.gram(hists, s, device)  # (s, s) float64; split histories summed over ranks
         filled_local = max((min(e.state["step"], s) for e in entries), default=0)
         ages = torch.arange(s - 1, -1, -1, dtype=torch.float64, device=device)
         if reduce:
@@ -678,7 +676,7 @@ class RSNGD(Optimizer):
         c_scale = c.abs().max().clamp_min(1e-300)
         # F⁻¹ m = G c, shape (k,), up to c_scale; a split history gives its columns, gathered whole
         pieces = [(c / c_scale).to(h.dtype) @ local(h) for h in hists]
-        for e, update in zip(entries, history.gather(hists, shard_groups, pieces)):
+        for e, update in zip(entries, history.gather(hists, pieces)):
             e.update = update
         eps = group["eps"]
         if group["normalize"] == "rms":
@@ -872,6 +870,8 @@ class RSNGD(Optimizer):
             for key, value in state_dict["state"].get(saved_id, {}).items():
                 if torch.is_tensor(value):
                     self.state[p][key] = value.to(device=p.device, copy=True)
+            if "hist" in self.state[p]:  # a history saved whole and loaded sharded, or the other way round
+                self.state[p]["hist"] = history.fit(self.state[p]["hist"], p, layout(p))
 
 
 class AblationRSNGD(RSNGD):
