@@ -27,6 +27,9 @@ SNAP_AGREEMENT = 0.3
 """Default ``min_agreement`` of :func:`snap_to_words` (chosen on trained-kinds questions: docs/docjepa-results.md)."""
 
 
+WORD_LOGIT = 0.0
+"""A word is in a word answer when the word decoder's logit of one of its tokens exceeds this (probability ½)."""
+
 FULL_PAGE = 0.9
 """A candidate mask covering at least this fraction of the page is not an answer (see :func:`choose_mask`)."""
 
@@ -97,6 +100,47 @@ def snap_to_words(
     return snapped, box
 
 
+def word_logits(token_logits: torch.Tensor, word_index: torch.Tensor, words: int) -> torch.Tensor:
+    """(words,) each OCR word's answer logit: the largest of its tokens' (−inf for a word left without tokens,
+    beyond the encoder's ``max_tokens``). ``token_logits`` (L,), ``word_index`` (L,) the word of each token (−1:
+    special)."""
+    out = torch.full((words,), float("-inf"))
+    index = word_index[: token_logits.shape[0]].cpu()
+    real = index >= 0
+    return out.scatter_reduce(0, index[real], token_logits.detach().float().cpu()[real], reduce="amax")
+
+
+def answer_words(logits: torch.Tensor, threshold: float = WORD_LOGIT) -> list[int]:
+    """The words of a word answer: those whose logit exceeds ``threshold``, or the single best one when none does
+    (none at all when no word has tokens)."""
+    if logits.numel() == 0 or not torch.isfinite(logits).any():
+        return []
+    chosen = torch.nonzero(logits > threshold).flatten().tolist()
+    return chosen or [int(logits.argmax())]
+
+
+def line_boxes(page: Page, words: list[int]) -> list[tuple[float, float, float, float]]:
+    """The boxes (page pixels) of ``words`` grouped into lines: a word joins the line whose last word's box spans
+    its vertical centre. One box per line, so words picked on two lines do not cover the space between them."""
+    lines: list[list[tuple[float, float, float, float]]] = []
+    for box in sorted((page.words[i].box for i in words), key=lambda b: (b[1], b[0])):
+        cy = (box[1] + box[3]) / 2
+        line = next((ln for ln in lines if ln[-1][1] <= cy <= ln[-1][3]), None)
+        if line is None:
+            lines.append([box])
+        else:
+            line.append(box)
+    return [union_box(line) for line in lines]
+
+
+def boxes_mask(boxes: list[tuple[float, float, float, float]], page: Page, frame: float, size: int) -> np.ndarray:
+    """Page-pixel boxes drawn as answers are drawn (``box_mask``) into one (size, size) bool mask."""
+    mask = np.zeros((size, size), dtype=bool)
+    for box in boxes:
+        mask |= box_mask(box, page, frame, size)
+    return mask
+
+
 @dataclass
 class Prediction:
     """Masks for one prompt."""
@@ -111,7 +155,10 @@ class Prediction:
     """(H, W) the answer: mask ``best``, snapped to the box of the OCR words it covers (see :func:`snap_to_words`);
     empty when every candidate covers the whole page (the model has no answer)."""
     answer_box: tuple[float, float, float, float] | None = None
-    """That words' box in page pixels (None: the mask was kept as the decoder drew it)."""
+    """The box around the answer's words in page pixels (None: the mask was kept as the decoder drew it)."""
+    answer_lines: list[tuple[float, float, float, float]] | None = None
+    """The answer's words as one box per line (page pixels): the box itself when the mask was snapped, the lines of
+    the word decoder's words when the answer came from them (see :meth:`DocumentPredictor.answer_mask`)."""
 
     best: int = 0
     """Index of the chosen candidate: the highest predicted IoU among informative masks (see :func:`choose_mask`)."""
@@ -143,9 +190,14 @@ class DocumentPredictor:
         max_question_tokens: int = 32,
         snap: float | None = SNAP_AGREEMENT,
         calibration=None,
+        word_answers: bool = True,
     ) -> None:
         """``snap``: the ``min_agreement`` with which answers are snapped to the OCR words (None: never);
-        ``calibration``: a :class:`~docjepa.calibration.Calibration` (``from_pretrained`` loads the model's own)."""
+        ``calibration``: a :class:`~docjepa.calibration.Calibration` (``from_pretrained`` loads the model's own);
+        ``word_answers``: when the chosen mask covers no words it agrees with, answer with the words the word
+        decoder picks (see :meth:`answer_mask`)."""
+        self.word_answers = word_answers
+        self.last_token_logits: torch.Tensor | None = None
         self.calibration = calibration
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         self.model = model.to(self.device).eval()
@@ -164,7 +216,11 @@ class DocumentPredictor:
 
     @classmethod
     def from_pretrained(
-        cls, path: str | Path, device: str | torch.device | None = None, snap: float | None = SNAP_AGREEMENT
+        cls,
+        path: str | Path,
+        device: str | torch.device | None = None,
+        snap: float | None = SNAP_AGREEMENT,
+        word_answers: bool = True,
     ) -> DocumentPredictor:
         """From a fine-tuning run folder, checkpoint folder or model folder (tokenizers are stored with it)."""
         from transformers import AutoTokenizer, PreTrainedTokenizerFast
@@ -188,7 +244,8 @@ class DocumentPredictor:
         qtok = AutoTokenizer.from_pretrained(qdir) if qdir.is_dir() else tok
         from .calibration import Calibration
 
-        return cls(model, tok, qtok, device=device, snap=snap, calibration=Calibration.load(model_dir))
+        calibration = Calibration.load(model_dir)
+        return cls(model, tok, qtok, device=device, snap=snap, calibration=calibration, word_answers=word_answers)
 
     @torch.no_grad()
     def set_page(self, page: Page) -> None:
@@ -233,26 +290,67 @@ class DocumentPredictor:
         """(N, M, M) logits in the square frame and (N,) scores. Points (P, 2) / box (4,) in page pixels."""
         self.last_prompt = self.prompt(question, points, point_labels, box)
         out = self.model.decode(self.encoding, self.last_prompt, multimask)
+        self.last_token_logits = None if out.token_logits is None else out.token_logits[0]
         return out.masks[0].float(), out.iou[0].float()
 
     def answer_mask(
         self, logits: torch.Tensor, scores: torch.Tensor, best: int | None = None
     ) -> tuple[np.ndarray, tuple[float, float, float, float] | None]:
-        """The answer in the square frame (M, M) bool from candidate logits: candidate ``best`` (default: the one
-        :func:`choose_mask` picks), snapped to the OCR words of the current page; and the snapped words' box in page
-        pixels (or None). Only the page's part of the frame counts: the letterbox padding around it is never part of
-        an answer. When the chosen candidate covers the whole page (:data:`FULL_PAGE`; it is chosen only when every
-        candidate does), the model has no answer and the mask is empty."""
+        """The answer in the square frame (M, M) bool from candidate logits, and the box around its words in page
+        pixels (None: the mask as the decoder drew it). See :meth:`answer_lines` for how it is made."""
+        mask, lines = self.answer_lines(logits, scores, best)
+        return mask, (union_box(lines) if lines else None)
+
+    def answer_lines(
+        self, logits: torch.Tensor, scores: torch.Tensor, best: int | None = None
+    ) -> tuple[np.ndarray, list[tuple[float, float, float, float]] | None]:
+        """The answer in the square frame (M, M) bool from candidate logits, and its words as one page-pixel box per
+        line (None: the mask was kept as the decoder drew it).
+
+        Candidate ``best`` (default: the one :func:`choose_mask` picks), snapped to the OCR words it covers
+        (:func:`snap_to_words`). When the chosen candidate covers no words it agrees with (a speck beside a page
+        number, a blob between two lines) and the last question's word-decoder logits are at hand, the answer is
+        the words the word decoder picks (:func:`answer_words`), drawn line by line: a few words are too small for
+        the decoder's mask pixels, not for its per-token logits. Only the page's part of the frame counts: the
+        letterbox padding around it is never part of an answer. When the chosen candidate covers the whole page
+        (:data:`FULL_PAGE`; it is chosen only when every candidate does), the model has no answer and the mask is
+        empty."""
         frame = self.scale * logits.shape[-1] / self.size  # page pixels → mask pixels
         region = page_region(self.page, frame, logits.shape[-1])
-        if best is None:
-            best = choose_mask(logits, scores, region)
+        chosen = choose_mask(logits, scores, region)
+        best = chosen if best is None else best
         if _coverage(logits[best : best + 1], region)[0] >= FULL_PAGE:  # every candidate is the whole page: no answer
             return np.zeros_like(region), None
         mask = (logits[best] > 0).cpu().numpy() & region
-        if self.snap is None:
-            return mask, None
-        return snap_to_words(mask, self.page, frame, self.snap)
+        box = None
+        if self.snap is not None:
+            mask, box = snap_to_words(mask, self.page, frame, self.snap)
+        if box is not None:
+            return mask, [box]
+        if self.word_answers and best == chosen and self.last_token_logits is not None:
+            picked = answer_words(word_logits(self.last_token_logits, self.word_index, len(self.page.words)))
+            if picked:
+                lines = line_boxes(self.page, picked)
+                return boxes_mask(lines, self.page, frame, logits.shape[-1]), lines
+        return mask, None
+
+    def page_answer(
+        self, logits: torch.Tensor, scores: torch.Tensor, best: int, masks: np.ndarray | None = None
+    ) -> tuple[np.ndarray, list[tuple[float, float, float, float]] | None]:
+        """:meth:`answer_lines` at the page's resolution (H, W): its words' line boxes drawn there, or else candidate
+        ``best`` upsampled (``masks``: the candidates at page resolution, when already made)."""
+        page = self.page
+        small, lines = self.answer_lines(logits, scores, best)
+        if lines:  # the words' boxes, drawn at the page's resolution as answers are drawn
+            return boxes_mask(lines, page, 1.0, max(page.height, page.width))[: page.height, : page.width], lines
+        if not small.any():
+            return np.zeros((page.height, page.width), dtype=bool), None
+        if masks is None:
+            frame = self.scale * logits.shape[-1] / self.size
+            ys = np.minimum((np.arange(page.height) * frame).astype(int), small.shape[0] - 1)
+            xs = np.minimum((np.arange(page.width) * frame).astype(int), small.shape[1] - 1)
+            return small[np.ix_(ys, xs)], None
+        return masks[best], None
 
     def predict(
         self, question: str | None = None, points=None, point_labels=None, box=None, multimask: bool = True
@@ -267,10 +365,7 @@ class DocumentPredictor:
         full = F.interpolate(crop, size=(page.height, page.width), mode="bilinear", align_corners=False)[0]
         masks = (full > 0).cpu().numpy()
         best = choose_mask(logits, scores, page_region(page, frame, m))
-        answer, words = self.answer_mask(logits, scores, best)
-        answer = masks[best] if answer.any() else np.zeros_like(masks[best])  # empty: no answer
-        if words is not None:  # the words' box, drawn at the page's resolution as answers are drawn
-            answer = box_mask(words, page, 1.0, max(page.height, page.width))[: page.height, : page.width]
+        answer, lines = self.page_answer(logits, scores, best, masks)
         lexical = self.last_prompt.lexical_boxes[0] if self.last_prompt.lexical_boxes else None
         raw = scores.cpu().numpy()
         conf = np.asarray(self.calibration(raw), dtype=np.float32) if self.calibration is not None else None
@@ -282,7 +377,8 @@ class DocumentPredictor:
             scores=raw,
             masks=masks,
             answer=answer,
-            answer_box=words,
+            answer_box=union_box(lines) if lines else None,
+            answer_lines=lines,
             best=best,
             lexical_box=lexical,
             confidence=conf,

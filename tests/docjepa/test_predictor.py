@@ -103,8 +103,8 @@ def test_predictor_answer_is_the_chosen_mask_snapped_to_words(docs, tok):
     torch.manual_seed(0)
     model = DocJepaForSegmentation(build_config("tiny", len(tok)))
     page = DocumentDataset(docs / "d")[0]
-    raw = DocumentPredictor(model, tok, device="cpu", snap=None)
-    snapping = DocumentPredictor(model, tok, device="cpu", snap=0.0)
+    raw = DocumentPredictor(model, tok, device="cpu", snap=None, word_answers=False)
+    snapping = DocumentPredictor(model, tok, device="cpu", snap=0.0, word_answers=False)
     for p in (raw, snapping):
         p.set_page(page)
     snapped = 0
@@ -143,3 +143,81 @@ def test_predictor_answer_is_the_chosen_mask_snapped_to_words(docs, tok):
     part[1, 10:14, 20:40] = 1.0
     mask, _ = raw.answer_mask(part, torch.tensor([0.9, 0.2, 0.8]))
     assert mask.sum() == 4 * 20 and mask[10:14, 20:40].all()
+
+
+def test_word_logits_answer_words_and_lines():
+    from docjepa.predictor import answer_words, line_boxes, word_logits
+
+    tokens = torch.tensor([5.0, -1.0, 2.0, 0.5, -3.0, 9.0])
+    index = torch.tensor([-1, 0, 0, 1, 3, -1])  # specials at both ends; word 2 has no token (cut off)
+    logits = word_logits(tokens, index, 4)
+    assert logits.tolist() == [2.0, 0.5, float("-inf"), -3.0]  # each word's best token; specials ignored
+    assert answer_words(logits) == [0, 1]
+    assert answer_words(logits, threshold=1.0) == [0]
+    assert answer_words(torch.tensor([-2.0, -0.5, -4.0])) == [1]  # none above: the single best word
+    assert answer_words(torch.full((3,), float("-inf"))) == [] and answer_words(torch.empty(0)) == []
+    words = _page(
+        [
+            ("Total", (10, 40, 50, 52)),
+            ("due:", (55, 41, 80, 52)),
+            ("1,234.56", (120, 40, 170, 53)),
+            ("EUR", (10, 60, 40, 72)),
+            ("page", (10, 90, 40, 100)),
+        ]
+    )
+    page = Page("x", 0, 200, 120, b"", words, "t")
+    assert line_boxes(page, [3, 2, 0]) == [(10, 40, 170, 53), (10, 60, 40, 72)]  # two lines, top first
+    assert line_boxes(page, [4]) == [(10, 90, 40, 100)]
+
+
+def test_predictor_answers_with_the_word_decoders_words_when_the_mask_misses(docs, tok):
+    from docjepa.predictor import boxes_mask, line_boxes, page_region
+
+    torch.manual_seed(0)
+    model = DocJepaForSegmentation(build_config("tiny", len(tok)))
+    page = DocumentDataset(docs / "d")[0]
+    predictor = DocumentPredictor(model, tok, device="cpu")
+    predictor.set_page(page)
+    predictor.predict_logits(page.questions[0].text)
+    tokens = predictor.last_token_logits
+    assert tokens is not None and tokens.shape == predictor.word_index.shape
+    frame = predictor.scale * 128 / 256
+    region = page_region(page, frame, 128)
+    ys, xs = np.nonzero(region)
+    # A speck on the page where no word lies: the mask decoder's answer covers no word centre.
+    centres = {(int((w.box[1] + w.box[3]) / 2 * frame), int((w.box[0] + w.box[2]) / 2 * frame)) for w in page.words}
+    spot = next((y, x) for y, x in zip(ys, xs) if all(abs(y - cy) > 2 or abs(x - cx) > 2 for cy, cx in centres))
+    logits = torch.full((3, 128, 128), -5.0)
+    logits[0, spot[0], spot[1]] = 5.0
+    scores = torch.tensor([0.9, 0.1, 0.2])
+    wanted = sorted({int(i) for i in predictor.word_index[predictor.word_index >= 0][:3]})  # the first three words
+    fake = torch.full_like(tokens, -4.0)
+    fake[torch.isin(predictor.word_index, torch.tensor(wanted))] = 3.0
+    predictor.last_token_logits = fake
+    mask, box = predictor.answer_mask(logits, scores)
+    lines = line_boxes(page, wanted)
+    np.testing.assert_array_equal(mask, boxes_mask(lines, page, frame, 128))
+    assert box == (
+        min(b[0] for b in lines),
+        min(b[1] for b in lines),
+        max(b[2] for b in lines),
+        max(b[3] for b in lines),
+    )
+    full, got = predictor.page_answer(logits, scores, 0)
+    assert got == lines and full.shape == (page.height, page.width) and full.sum() > mask.sum()
+    # Another candidate than the chosen one keeps its own mask; so does a predictor told not to use words.
+    other, none = predictor.answer_mask(logits, scores, best=1)
+    assert none is None and not other.any()
+    predictor.word_answers = False
+    kept, none = predictor.answer_mask(logits, scores)
+    assert none is None and kept.sum() == 1
+    # A mask on the words is snapped to them, whatever the word decoder says.
+    predictor.word_answers = True
+    w = page.words[-1]
+    on = torch.full((3, 128, 128), -5.0)
+    y0, y1 = int(w.box[1] * frame), int(w.box[3] * frame) + 1
+    x0, x1 = int(w.box[0] * frame), int(w.box[2] * frame) + 1
+    on[0, y0:y1, x0:x1] = 5.0
+    _, snapped = predictor.answer_mask(on, scores)
+    assert snapped is not None and snapped[0] <= w.box[0] and snapped[2] >= w.box[2]
+    assert snapped != box

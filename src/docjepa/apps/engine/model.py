@@ -17,7 +17,6 @@ from pathlib import Path
 
 import numpy as np
 
-from ...data.prompt import box_mask
 from ...data.record import Page
 from ...data.split import SplitConfig
 from ...predictor import choose_mask, page_region
@@ -196,18 +195,5 @@ def candidate_masks(predictor, page: Page, question: str):
     logits, scores = predictor.predict_logits(question)
     frame = predictor.scale * logits.shape[-1] / predictor.size
     best = choose_mask(logits, scores, page_region(predictor.page, frame, logits.shape[-1]))
-    full = []
-    for k in range(logits.shape[0]):
-        small, box = predictor.answer_mask(logits, scores, best=k)
-        if box is not None:
-            full.append(box_mask(box, page, 1.0, max(page.height, page.width))[: page.height, : page.width])
-        else:
-            full.append(_upsample(small, page, frame))
+    full = [predictor.page_answer(logits, scores, k)[0] for k in range(logits.shape[0])]
     return logits, scores, int(best), full
-
-
-def _upsample(small: np.ndarray, page: Page, frame: float) -> np.ndarray:
-    """A square-frame mask (page pixels × frame = mask pixels) at the page's resolution (nearest pixel)."""
-    ys = np.minimum((np.arange(page.height) * frame).astype(int), small.shape[0] - 1)
-    xs = np.minimum((np.arange(page.width) * frame).astype(int), small.shape[1] - 1)
-    return small[np.ix_(ys, xs)]

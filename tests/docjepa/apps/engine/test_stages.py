@@ -76,7 +76,8 @@ def test_thresholds_keep_the_most_labels_at_the_target_agreement():
 
 
 def _zero_decoder(src, dst):
-    """A copy of a model whose masks are empty: a worse model than any that proposes something."""
+    """A copy of a model whose masks are empty and whose word decoder prefers no word (its answers fall back to
+    the page's first word): a worse model than one that reads the page."""
     import shutil
 
     from docjepa.modeling.segmentation import DocJepaForSegmentation
@@ -85,7 +86,7 @@ def _zero_decoder(src, dst):
     model = DocJepaForSegmentation.from_pretrained(dst)
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if "output_hypernetworks_mlps" in name:
+            if "output_hypernetworks_mlps" in name or name.startswith("word_decoder.logit."):
                 p.zero_()
     model.save_pretrained(dst)
     return dst
@@ -100,9 +101,9 @@ def test_retrain_promotes_only_a_better_model(tmp_path, docs, tiny_model):
     db = make_engine(f"sqlite:///{tmp_path / 'e.db'}", docs, pages=10, users=("ann",))
     empty = _zero_decoder(tiny_model, tmp_path / "empty-model")
     ann = store.list_users(db)[0]
-    while (task := store.claim_next(db, ann["id"])) is not None:  # answers: the first words of the page
+    while (task := store.claim_next(db, ann["id"])) is not None:  # answers: the page's second and third words
         store.create_annotation(
-            db, task["id"], ann["id"], store.Answer(task["question"], True, word_mask(task["page"], [0, 1]))
+            db, task["id"], ann["id"], store.Answer(task["question"], True, word_mask(task["page"], [1, 2]))
         )
     with db.write() as s:
         s.merge(Setting(key="checkpoint", value=str(tiny_model)))
