@@ -267,6 +267,10 @@ def cmd_demo(args: argparse.Namespace) -> None:
     cfg.text_encoder = args.text_encoder
     if args.threads is not None:
         cfg.threads = args.threads
+    if args.real is not None:
+        cfg.real = args.real
+    if args.real_max_pages is not None:
+        cfg.real_max_pages = args.real_max_pages
     run_demo(cfg, args.out, progress=not args.no_progress)
 
 
@@ -299,9 +303,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     g.add_argument(
         "--phrasings",
-        choices=["original", "extended"],
+        choices=["original", "extended", "business"],
         default="extended",
-        help="question wordings: the layouts' own, or also three more per question kind (same pages and answers)",
+        help="question wordings: the layouts' own, or also three more per question kind (same pages and answers); "
+        "business: extended, with labels and amounts printed as real invoices and receipts print them",
     )
     g.add_argument("--pages-per-shard", type=int_at_least(1), default=256)
     g.add_argument("--no-progress", action="store_true")
@@ -494,10 +499,19 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--threads", type=int_at_least(0), default=None, help="torch CPU threads (default: 2)")
     d.add_argument(
         "--phrasings",
-        choices=["original", "extended"],
-        default="extended",
-        help="question wordings of the training pages (evaluation pages always use the original ones)",
+        choices=["original", "extended", "business"],
+        default="business",
+        help="wordings of the training pages (docjepa generate --phrasings; evaluation pages always use the "
+        "original ones)",
     )
+    d.add_argument(
+        "--real",
+        default=None,
+        help="real pages: 'debian' (the default: fetch TeX Live manuals with apt-get download; synthetic pages only, "
+        "with a warning, where that fails), 'none', or a folder made by benchmarks/scripts/real_pdfs.py "
+        "(--quick: none)",
+    )
+    d.add_argument("--real-max-pages", type=int_at_least(1), default=None, help="most pages per real document (6)")
     d.add_argument("--no-progress", action="store_true")
     d.set_defaults(func=cmd_demo)
     res = sub.add_parser("results", help="demo results JSON → a markdown table (and into marked doc sections)")

@@ -1,9 +1,11 @@
-"""``docjepa demo`` / ``make demo``: the whole pipeline on synthetic documents, ending in an HTML report.
+"""``docjepa demo`` / ``make demo``: the whole pipeline on synthetic and real documents, ending in an HTML report.
 
-generate → tokenizer → pre-train (I-JEPA, MLM, MIM, D-JEPA) → CLIP pre-training of the question tower →
-fine-tune promptable segmentation → evaluate against the OCR-matching baseline on held-out layouts and question
-templates → ``report.html``. Every stage writes into ``--out`` and is skipped when already complete, so an
-interrupted demo continues where it stopped.
+generate synthetic pages → fetch and import real ones (TeX Live manuals from Debian, :mod:`.demo_real`) →
+tokenizer → pre-train (I-JEPA, MLM, MIM, D-JEPA) → CLIP pre-training of the question tower (unless a pre-trained
+one is installed) → fine-tune promptable segmentation → calibrate on held-out documents → evaluate against the
+OCR-matching baseline on held-out synthetic layouts and question templates and on the real-page benchmark →
+``report.html``. Every stage writes into ``--out`` and is skipped when already complete, so an interrupted demo
+continues where it stopped.
 """
 
 from __future__ import annotations
@@ -47,10 +49,21 @@ class DemoConfig:
     """The page text encoder: empty for the preset's small BERT trained here from scratch (with a WordPiece
     tokenizer learnt on the training pages), ``packaged`` for the lang extra's pre-trained all-MiniLM-L6-v2 (its
     architecture, weights and tokenizer; ``docjepa pretrain --model.text_encoder``), or a local BERT folder."""
-    phrasings: str = "extended"
-    """Question wordings of the training pages (``docjepa generate --phrasings``): ``extended`` adds three more
-    per question kind to the layouts' own. Evaluation pages always use the ``original`` wordings, so the
-    held-out benchmark is the same whatever the training data."""
+    phrasings: str = "business"
+    """Wordings of the training pages (``docjepa generate --phrasings``): ``extended`` adds three more per
+    question kind to the layouts' own; ``business`` also prints labels and amounts as real invoices and receipts
+    do. Evaluation pages always use the ``original`` wordings, so the held-out benchmark is the same whatever the
+    training data."""
+    real: str = "debian"
+    """Real pages to train on: ``debian`` (fetch the TeX Live documentation packages with ``apt-get download``;
+    where that fails, a warning and synthetic pages only), ``none``, or a folder as
+    ``benchmarks/scripts/real_pdfs.py`` makes (``bench/``, ``calib/``, ``train/``). The real-page benchmark is
+    scored whenever there are real pages."""
+    real_max_pages: int = 6
+    """Most pages imported per real document (those with questions first)."""
+    calib_pages: int = 60
+    """Synthetic pages generated for calibration (another seed; real calibration pages are added when there are
+    real pages)."""
     eval_limit: int = 400
     """Most questions evaluated per split."""
     threads: int = 2
@@ -68,6 +81,8 @@ class DemoConfig:
             pretrain_steps=3,
             clip_steps=2,
             finetune_steps=4,
+            real="none",
+            calib_pages=6,
             eval_limit=20,
             threads=0,
         )
@@ -101,6 +116,7 @@ def run_demo(cfg: DemoConfig, out: Path, progress: bool = True) -> dict:
     from ..data.shards import shard_paths
     from ..data.synth.generate import generate
     from ..data.tokenizer import train_tokenizer
+    from ..eval.calibrate import calibrate
     from ..eval.evaluate import evaluate
     from ..predictor import DocumentPredictor
     from ..train.finetune import FinetuneConfig, finetune
@@ -113,10 +129,11 @@ def run_demo(cfg: DemoConfig, out: Path, progress: bool = True) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     timings: dict[str, float] = {}
-    train_dir, eval_dir = out / "data" / "train", out / "data" / "eval"
+    train_dir, eval_dir, calib_dir = (out / "data" / k for k in ("train", "eval", "calib"))
     for d, n, seed, phrasings in (
         (train_dir, cfg.train_pages, cfg.seed, cfg.phrasings),
         (eval_dir, cfg.eval_pages, cfg.seed + 1000, "original"),
+        (calib_dir, cfg.calib_pages, cfg.seed + 2000, "original"),
     ):
         spec = {"pages": n, "seed": seed, "size": cfg.page_size, "phrasings": phrasings}
         marker = d / "generated.json"
@@ -127,14 +144,31 @@ def run_demo(cfg: DemoConfig, out: Path, progress: bool = True) -> dict:
         generate(n, d, seed=seed, size=cfg.page_size, workers=None, progress=progress, phrasings=phrasings)
         marker.write_text(json.dumps(spec))
     timings["data"] = time.perf_counter() - started
-    common = [f"--data.train=[{train_dir}]", f"--run.threads={cfg.threads}", f"--run.seed={cfg.seed}"]
+    t = time.perf_counter()
+    real, real_note = None, "not asked for (--real none)"
+    if cfg.real != "none":
+        from .demo_real import real_pages
+
+        found = real_pages(cfg.real, out, cfg.real_max_pages, progress=progress)
+        if isinstance(found, str):
+            log.warning("%s", found)
+            real_note = found
+        else:
+            real, real_note = found, ""
+        timings["real_pages"] = time.perf_counter() - t
+    train_dirs = [train_dir] + ([real.train] if real else [])
+    common = [
+        f"--data.train=[{','.join(map(str, train_dirs))}]",
+        f"--run.threads={cfg.threads}",
+        f"--run.seed={cfg.seed}",
+    ]
     encoder = []
     if cfg.text_encoder:  # the pre-trained encoder brings its own tokenizer
         encoder = [f"--model.text_encoder={cfg.text_encoder}"]
     else:
         tok = out / "tokenizer"
         if not (tok / "tokenizer.json").is_file():
-            train_tokenizer([train_dir], tok, vocab_size=4000, lowercase=cfg.lowercase)
+            train_tokenizer(train_dirs, tok, vocab_size=4000, lowercase=cfg.lowercase)
         common.append(f"--data.tokenizer={tok}")
 
     t = time.perf_counter()
@@ -177,6 +211,10 @@ def run_demo(cfg: DemoConfig, out: Path, progress: bool = True) -> dict:
     timings["finetune"] = time.perf_counter() - t
 
     t = time.perf_counter()
+    calibration = calibrate(out / "finetune", [calib_dir] + ([real.calib] if real else []), progress=progress)
+    timings["calibrate"] = time.perf_counter() - t
+
+    t = time.perf_counter()
     predictor = DocumentPredictor.from_pretrained(out / "finetune")
     split = SplitConfig()
     results = {}
@@ -191,19 +229,30 @@ def run_demo(cfg: DemoConfig, out: Path, progress: bool = True) -> dict:
             keep_examples=12 if part == "heldout" else 0,
         )
     timings["evaluate"] = time.perf_counter() - t
+    real_result = None
+    if real is not None:
+        from .demo_real import score_real_benchmark
+
+        t = time.perf_counter()
+        real_result = score_real_benchmark(real.pdfs, out / "finetune", out / "real-benchmark", progress)
+        timings["real_benchmark"] = time.perf_counter() - t
     timings["total"] = time.perf_counter() - started
     examples = results["heldout"].pop("examples", [])
     summary = {
         "config": cfg.__dict__,
         "question_tower": str(tower) if tower is not None else "clip (pre-trained here)",
         "timings_s": timings,
+        "calibration": {k: calibration[k] for k in ("questions", "raw", "calibrated_in_sample")},
+        "real_pages": real.summary if real else {"skipped": real_note},
         **results,
     }
+    if real_result is not None:
+        summary["real"] = real_result
     (out / "results.json").write_text(json.dumps(summary, indent=1) + "\n")
     write_report(out, summary, examples)
     m, b = results["heldout"]["model"]["mIoU"], results["heldout"]["baseline"]["mIoU"]
-    print(
-        f"held-out mIoU: model {m:.3f} vs baseline {b:.3f}  (report: {out / 'report.html'}, "
-        f"{timings['total'] / 60:.1f} min)"
-    )
+    line = f"held-out mIoU: model {m:.3f} vs baseline {b:.3f}"
+    if real_result is not None:
+        line += f"; real pages: model {real_result['model']['mIoU']:.3f} vs {real_result['baseline']['mIoU']:.3f}"
+    print(f"{line}  (report: {out / 'report.html'}, {timings['total'] / 60:.1f} min)")
     return summary

@@ -89,6 +89,39 @@ def _table(results: dict) -> str:
     )
 
 
+def _real_section(results: dict) -> str:
+    """The real-page benchmark: per kind gIoU of the model and the baseline, with its overlays; or why it is not
+    there."""
+    real = results.get("real")
+    if real is None or "skipped" in real:
+        why = (real or {}).get("skipped") or results.get("real_pages", {}).get("skipped", "no real pages")
+        return f"<h2>Real pages</h2><p>Not scored: {html.escape(str(why))}</p>"
+    kinds = sorted(set(real["model"]["per_type"]) | set(real["baseline"]["per_type"]))
+    head = "".join(f"<th>{html.escape(k)}</th>" for k in kinds)
+    rows = []
+    for who in ("model", "baseline"):
+        s = real[who]
+        cells = "".join(f"<td>{s['per_type'].get(k, {}).get('gIoU', float('nan')):.3f}</td>" for k in kinds)
+        rows.append(f"<tr><td>{who}</td><td>{s['n']}</td><td><b>{s['mIoU']:.3f}</b></td>{cells}</tr>")
+    known = real.get("known")
+    calibrated = ""
+    if known:
+        calibrated = (
+            f"<p>Calibrated: {known['fraction']:.0%} of the answers are marked known (calibrated IoU ≥ "
+            f"{known['threshold']}); their mean IoU {known['iou_known'] or 0:.3f}, the others' "
+            f"{known['iou_unknown'] or 0:.3f}.</p>"
+        )
+    imported = results.get("real_pages", {}).get("imported", {}).get("train", {})
+    return (
+        f"<h2>Real pages</h2><p>The real-page benchmark: {real['questions']} verified questions on TeX Live manuals "
+        f"never trained on (docs/docjepa-real.md); the model was fine-tuned with {imported.get('pages', '?')} "
+        f"real pages of other manuals. Per-kind columns are gIoU.</p>"
+        f"<table><tr><th>who</th><th>questions</th><th>mIoU</th>{head}</tr>{''.join(rows)}</table>{calibrated}"
+        f"<p>green: true answer; red: the model's answer; blue: the baseline's.</p>"
+        f'<img src="{html.escape(real["overlays"])}" width="100%">'
+    )
+
+
 def _template_table(results: dict) -> str:
     """Held-out gIoU per question template, model against baseline (empty when there are no templates)."""
     r = results.get("heldout") or {}
@@ -163,6 +196,7 @@ returns the nearest value. mIoU = mean over question types of the per-type gIoU.
 {_table(results)}
 <p>Timings: {html.escape(timings)}.</p>
 {_template_table(results)}
+{_real_section(results)}
 <h2>Loss curves</h2>{f'<img src="{curves}" width="100%">' if curves else "<p>none</p>"}
 <h2>Held-out examples</h2><p>green: true answer; red: prediction (overlap looks brown).</p>
 {f'<img src="{grid}" width="100%">' if grid else "<p>none</p>"}

@@ -158,3 +158,46 @@ def test_info_and_cli(tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:  # argparse's own usage error, status 2
         main(["generate", "--n", "0", "--out", str(tmp_path / "e")])
     assert exc.value.code == 2 and "--n: must be at least 1, got 0" in capsys.readouterr().err
+
+
+def test_business_vocabulary_prints_labels_and_amounts_as_real_documents_do():
+    import random
+
+    from docjepa.data.synth.vocabulary import LABELS, Vocabulary
+
+    plain = Vocabulary()
+    assert plain.money(1234.5) == "1,234.50" and plain.money(1234.5, grouped=False) == "1234.50"
+    assert plain.label("Total") == "Total"  # no stream: the layouts' own wording
+    seen_money, seen_labels = set(), set()
+    for s in range(40):
+        v = Vocabulary(random.Random(s))
+        seen_money.add(v.money(1234567.891))
+        first = v.label("Total")
+        assert v.label("Total") == first and first in ("Total", *LABELS["Total"])  # one wording per page
+        seen_labels.add(first)
+        assert v.label("Not a label") == "Not a label"
+    bare = {m.split(" ")[0].lstrip("$£") if m[-1].isalpha() else m.lstrip("$£") for m in seen_money}
+    assert {"1,234,567.89", "1.234.567,89", "1234567.89"} <= bare and "1 234" in " ".join(seen_money)
+    assert any(m.startswith(("$", "£")) for m in seen_money) and any(m.endswith("EUR") for m in seen_money)
+    assert len(seen_labels) >= 4
+
+
+def test_business_pages_keep_layout_values_and_questions():
+    changed = 0
+    for i in range(24):
+        a = generate_page(i, seed=5, size=SIZE, phrasings="extended")
+        b = generate_page(i, seed=5, size=SIZE, phrasings="business")
+        assert a.layout == b.layout
+        assert [(q.qtype, q.template, q.text) for q in a.questions] == [
+            (q.qtype, q.template, q.text) for q in b.questions
+        ]
+        if a.layout not in ("invoice", "receipt"):
+            assert a.image == b.image and a.words == b.words
+            continue
+        for qa, qb in zip(a.questions, b.questions):  # an amount's answer is the same number, printed otherwise
+            ta, tb = qa.answers[0].text, qb.answers[0].text
+            if re.fullmatch(r"[\d,]+\.\d\d", ta):
+                digits = re.sub(r"\D", "", tb)
+                assert digits == re.sub(r"\D", "", ta), (ta, tb)
+                changed += ta != tb
+    assert changed > 0  # some amounts are printed in another format

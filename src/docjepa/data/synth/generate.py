@@ -21,6 +21,7 @@ from ..record import Page, Word, union_box
 from ..shards import ShardWriter
 from .canvas import Canvas
 from .layouts import LAYOUTS
+from .vocabulary import Vocabulary
 
 LOCALES = ["en_US", "en_GB", "de_DE", "fr_FR", "es_ES", "it_IT", "nl_NL", "en_IE"]
 _FAKERS: dict[str, Faker] = {}
@@ -58,7 +59,7 @@ def page_seed(seed: int, index: int) -> int:
     return (seed * 1_000_003 + index * 7919 + 17) % (2**31 - 1)
 
 
-PHRASINGS = ("original", "extended")
+PHRASINGS = ("original", "extended", "business")
 
 
 def generate_page(
@@ -72,18 +73,21 @@ def generate_page(
     """Generate page ``index`` of the synthetic set with ``seed``; ``size`` is the page height in px (A4 shape).
 
     ``phrasings``: ``original`` asks each question kind in the layouts' own wordings; ``extended`` also in the
-    extra wordings of :mod:`.phrasings` (same page, same answers; only some questions are worded differently).
+    extra wordings of :mod:`.phrasings` (same page, same answers; only some questions are worded differently);
+    ``business`` is ``extended`` on pages whose labels and amounts are printed as real invoices and receipts print
+    them (:mod:`.vocabulary`: "Amount due", "Invoice #", 1.234,56 €; same layout, values and questions).
     """
     if phrasings not in PHRASINGS:
         raise ValueError(f"phrasings must be one of {', '.join(PHRASINGS)}, not {phrasings!r}")
     rng = random.Random(page_seed(seed, index))
-    wording = random.Random(page_seed(seed, index) ^ 0x5EED) if phrasings == "extended" else None
+    wording = random.Random(page_seed(seed, index) ^ 0x5EED) if phrasings != "original" else None
+    vocab = Vocabulary(random.Random(page_seed(seed, index) ^ 0xB1115)) if phrasings == "business" else None
     name = layout or rng.choice(sorted(LAYOUTS))
     fake = _faker(rng.choice(LOCALES))
     fake.seed_instance(rng.getrandbits(32))
     width = round(size / math.sqrt(2))
     canvas = Canvas(width, size, font_choice=rng.randrange(4))
-    questions = LAYOUTS[name](canvas, fake, rng, wording)
+    questions = LAYOUTS[name](canvas, fake, rng, wording, vocab=vocab)
     image, words = canvas.image, canvas.words
     fmt = "PNG"
     if noise.p > 0:

@@ -16,6 +16,7 @@ from faker import Faker
 from ..record import Answer, Question, box_polygon
 from .canvas import Canvas
 from .phrasings import EXTRA
+from .vocabulary import Vocabulary
 
 _FIRST_DAY, _LAST_DAY = datetime.date(2023, 1, 1), datetime.date(2027, 1, 1)
 DATE_FORMATS = ["%d/%m/%Y", "%m/%d/%Y", "%Y-%m-%d", "%d %b %Y", "%B %d, %Y", "%d.%m.%Y"]
@@ -82,7 +83,9 @@ FORM_FIELDS: list[tuple[str, Callable[[Faker, random.Random], str]]] = [
 ]
 
 
-def form(c: Canvas, fake: Faker, rng: random.Random, wording: random.Random | None = None) -> list[Question]:
+def form(
+    c: Canvas, fake: Faker, rng: random.Random, wording: random.Random | None = None, vocab: Vocabulary | None = None
+) -> list[Question]:
     a = Asker(c, rng, wording)
     m = c.px(60)
     title = c.text(m, c.px(50), rng.choice(FORM_TITLES), "sans-bold", 26)
@@ -173,8 +176,10 @@ ITEMS = [
 ]
 
 
-def invoice(c: Canvas, fake: Faker, rng: random.Random, wording: random.Random | None = None) -> list[Question]:
-    a = Asker(c, rng, wording)
+def invoice(
+    c: Canvas, fake: Faker, rng: random.Random, wording: random.Random | None = None, vocab: Vocabulary | None = None
+) -> list[Question]:
+    a, v = Asker(c, rng, wording), vocab or Vocabulary()
     m = c.px(55)
     seller = c.text(m, c.px(50), fake.company(), "sans-bold", 18)
     y = c.px(78)
@@ -191,12 +196,12 @@ def invoice(c: Canvas, fake: Faker, rng: random.Random, wording: random.Random |
         ("Date", _date(fake, rng)),
         ("Due date", _date(fake, rng)),
     ]:
-        k = c.text(rx, ry, key + ":", "sans-bold", 12)
-        v = c.text(rx + c.px(110), ry, val, "sans", 12)
-        fields[key] = (k, v)
+        k = c.text(rx, ry, v.label(key) + ":", "sans-bold", 12)
+        value = c.text(rx + c.px(110), ry, val, "sans", 12)
+        fields[key] = (k, value)
         ry += c.px(20)
     y = max(y, ry) + c.px(30)
-    c.text(m, y, "Bill to:", "sans-bold", 12)
+    c.text(m, y, v.label("Bill to:"), "sans-bold", 12)
     y += c.px(20)
     bill = c.text(m, y, fake.name(), "sans", 12)
     y += c.px(18)
@@ -216,8 +221,8 @@ def invoice(c: Canvas, fake: Faker, rng: random.Random, wording: random.Random |
         cells = [
             c.text(cols[0], y, item, "sans", 12),
             c.text(cols[1], y, str(qty), "sans", 12),
-            c.text(cols[2], y, f"{price:,.2f}", "sans", 12),
-            c.text(cols[3], y, f"{qty * price:,.2f}", "sans", 12),
+            c.text(cols[2], y, v.money(price), "sans", 12),
+            c.text(cols[3], y, v.money(qty * price), "sans", 12),
         ]
         rows.append((item, qty, price, cells))
         y += c.px(24)
@@ -228,9 +233,9 @@ def invoice(c: Canvas, fake: Faker, rng: random.Random, wording: random.Random |
     y += c.px(12)
     totals = {}
     for key, val in [("Subtotal", subtotal), (f"Tax ({rate:.0%})", subtotal * rate), ("Total", subtotal * (1 + rate))]:
-        k = c.text(cols[2], y, key + ":", "sans-bold", 12)
-        v = c.text(cols[3], y, f"{val:,.2f}", "sans-bold" if key == "Total" else "sans", 12)
-        totals[key.split()[0]] = (k, v)
+        k = c.text(cols[2], y, v.label(key) + ":", "sans-bold", 12)
+        value = c.text(cols[3], y, v.money(val), "sans-bold" if key == "Total" else "sans", 12)
+        totals[key.split()[0]] = (k, value)
         y += c.px(22)
     c.paragraph(m, y + c.px(30), c.width - 2 * m, "Payment terms: " + fake.sentence(nb_words=14), "sans", 10)
 
@@ -263,8 +268,10 @@ def invoice(c: Canvas, fake: Faker, rng: random.Random, wording: random.Random |
 
 
 # ---------------------------------------------------------------------------------------- receipt
-def receipt(c: Canvas, fake: Faker, rng: random.Random, wording: random.Random | None = None) -> list[Question]:
-    a = Asker(c, rng, wording)
+def receipt(
+    c: Canvas, fake: Faker, rng: random.Random, wording: random.Random | None = None, vocab: Vocabulary | None = None
+) -> list[Question]:
+    a, v = Asker(c, rng, wording), vocab or Vocabulary()
     w = c.width * rng.uniform(0.42, 0.55)
     x0 = (c.width - w) / 2
     c.rect((x0 - c.px(15), c.px(30), x0 + w + c.px(15), c.height - c.px(30)), outline="#bbb", fill="#fbfbf6")
@@ -279,17 +286,17 @@ def receipt(c: Canvas, fake: Faker, rng: random.Random, wording: random.Random |
     for name in rng.sample(ITEMS, rng.randint(3, 9)):
         price = _money(rng, 1, 60)
         n = c.text(x0, y, name, "mono", 11, max_x=x0 + w * 0.7)
-        p = c.text(x0 + w * 0.75, y, f"{price:.2f}", "mono", 11)
+        p = c.text(x0 + w * 0.75, y, v.money(price, grouped=False), "mono", 11)
         items.append((name, price, n, p))
         y += c.px(19)
     c.hline(x0, x0 + w, y + c.px(4), 1)
     y += c.px(14)
     total = sum(p for _, p, _, _ in items)
-    tk = c.text(x0, y, "TOTAL", "mono", 13)
-    tv = c.text(x0 + w * 0.75, y, f"{total:.2f}", "mono", 13)
+    tk = c.text(x0, y, v.label("TOTAL"), "mono", 13)
+    tv = c.text(x0 + w * 0.75, y, v.money(total, grouped=False), "mono", 13)
     y += c.px(26)
     pay = rng.choice(["VISA", "CASH", "MASTERCARD", "DEBIT CARD"])
-    pk = c.text(x0, y, "Paid by " + pay, "mono", 11)
+    pk = c.text(x0, y, v.label("Paid by") + " " + pay, "mono", 11)
     c.text(x0 + c.px(10), y + c.px(40), "Thank you for shopping!", "mono", 10)
 
     a.ask(["What is the total?", "How much was paid in total?"], "key", a.answer(tv))
@@ -297,13 +304,15 @@ def receipt(c: Canvas, fake: Faker, rng: random.Random, wording: random.Random |
     a.ask(["What did {i} cost?", "What is the price of {i}?"], "table", a.answer(p), i=name.lower())
     a.ask(["When was this purchase made?", "What is the date of the receipt?"], "key", a.answer(when))
     a.ask(["Where is the store name?", "Which shop issued this receipt?"], "layout", a.answer(store))
-    a.ask(["How was it paid?", "What payment method was used?"], "key", a.answer(pk[2:]))
+    a.ask(["How was it paid?", "What payment method was used?"], "key", a.answer(pk[-len(pay.split()) :]))
     a.ask(["Where is the total line?"], "field", a.answer(tk + tv))
     return a.questions
 
 
 # ----------------------------------------------------------------------------------------- letter
-def letter(c: Canvas, fake: Faker, rng: random.Random, wording: random.Random | None = None) -> list[Question]:
+def letter(
+    c: Canvas, fake: Faker, rng: random.Random, wording: random.Random | None = None, vocab: Vocabulary | None = None
+) -> list[Question]:
     a = Asker(c, rng, wording)
     m = c.px(70)
     colour = rng.choice(["#1f3a68", "#5a1f1f", "#1f5a3a", "#333333"])
@@ -357,7 +366,9 @@ def letter(c: Canvas, fake: Faker, rng: random.Random, wording: random.Random | 
 
 
 # ------------------------------------------------------------------------------------------ table
-def table(c: Canvas, fake: Faker, rng: random.Random, wording: random.Random | None = None) -> list[Question]:
+def table(
+    c: Canvas, fake: Faker, rng: random.Random, wording: random.Random | None = None, vocab: Vocabulary | None = None
+) -> list[Question]:
     a = Asker(c, rng, wording)
     m = c.px(50)
     kind = rng.choice(["staff", "sales"])
@@ -413,7 +424,9 @@ def table(c: Canvas, fake: Faker, rng: random.Random, wording: random.Random | N
 
 
 # ------------------------------------------------------------------------------------ multicolumn
-def multicolumn(c: Canvas, fake: Faker, rng: random.Random, wording: random.Random | None = None) -> list[Question]:
+def multicolumn(
+    c: Canvas, fake: Faker, rng: random.Random, wording: random.Random | None = None, vocab: Vocabulary | None = None
+) -> list[Question]:
     a = Asker(c, rng, wording)
     m = c.px(50)
     headline = c.text(m, c.px(45), fake.catch_phrase().title(), "serif-bold", 24, max_x=c.width - m)

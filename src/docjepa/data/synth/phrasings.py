@@ -40,7 +40,7 @@ EXTRA: dict[str, tuple[str, ...]] = {
     "What is the invoice number?": (
         "Give the invoice's number.",
         "Which invoice number is shown?",
-        "Read the invoice no.",
+        "What is the invoice #?",
     ),
     "What is the invoice date?": (
         "On what date was this invoiced?",
@@ -49,7 +49,7 @@ EXTRA: dict[str, tuple[str, ...]] = {
     ),
     "What is the due date?": ("When is payment due?", "Give the payment deadline.", "What is the last day to pay?"),
     "Where is a date?": ("Find any date on the page.", "Point to a date.", "Which text is a date?"),
-    "What is the total amount due?": ("How much has to be paid?", "Give the grand total.", "What is the final amount?"),
+    "What is the total amount due?": ("How much do I owe?", "What is the balance due?", "How much has to be paid?"),
     "What is the amount of line {n}?": (
         "How much is item line {n}?",
         "Give the line total of row {n}.",
@@ -62,7 +62,7 @@ EXTRA: dict[str, tuple[str, ...]] = {
     ),
     "Where is the billing address?": (
         "Locate the bill-to address.",
-        "Who is being billed?",
+        "Who is the invoice addressed to?",
         "Show the customer's address.",
     ),
     "Where is the seller's address?": (
