@@ -74,6 +74,32 @@ def test_demo_with_the_packaged_page_text_encoder(tmp_path):
     assert config["text"]["hidden_size"] == 384 and config["text"]["vocab_size"] == 30522
 
 
+def test_demo_trains_on_real_pages_and_calibrates_on_held_out_documents(tmp_path, capsys):
+    """``--real FOLDER``: the train part's pages are imported and trained on, the calib part's used for
+    calibration; the report says why the real-page benchmark is not scored (its documents are not there)."""
+    pytest.importorskip("reportlab")
+    from tests.docjepa.data.test_structure import make_manual
+
+    pdfs = tmp_path / "pdfs"
+    for part, names in (("train", ["a/widget.pdf", "gadget.pdf"]), ("calib", ["c/gizmo.pdf"]), ("bench", [])):
+        (pdfs / part).mkdir(parents=True)
+        for name in names:
+            (pdfs / part / name).parent.mkdir(parents=True, exist_ok=True)
+            make_manual(pdfs / part / name, title=f"The {name.split('/')[-1][:-4].title()} Manual")
+    out = tmp_path / "run"
+    main(["demo", "--quick", "--real", str(pdfs), "--real-max-pages", "3", "--out", str(out), "--no-progress"])
+    results = json.loads((out / "results.json").read_text())
+    imported = results["real_pages"]["imported"]
+    assert imported["train"]["files"] == 2 and imported["train"]["pages"] == 6 and imported["calib"]["pages"] == 3
+    config = (out / "finetune" / "config.yaml").read_text()
+    assert str(out / "data" / "real-train") in config  # fine-tuned on the real pages too
+    assert results["calibration"]["questions"] > 0 and "timings_s" in results and "real_pages" in results["timings_s"]
+    assert "skipped" in results["real"] and "none of the benchmark's" in results["real"]["skipped"]
+    html = (out / "report.html").read_text()
+    assert "<h2>Real pages</h2>" in html and "Not scored" in html
+    assert (resolve_model_dir(out / "finetune") / "calibration.json").is_file()
+
+
 def test_evaluate_command(demo, tmp_path):
     out = tmp_path / "eval.json"
     main(
