@@ -264,9 +264,12 @@ class DocumentPredictor:
         image.convert("RGB").save(buf, format="PNG")
         self.set_page(Page("image", 0, image.width, image.height, buf.getvalue(), list(words), "predictor"))
 
-    def prompt(self, question: str | None = None, points=None, point_labels=None, box=None) -> QuestionPrompt:
+    def prompt(
+        self, question: str | None = None, points=None, point_labels=None, box=None, mask=None
+    ) -> QuestionPrompt:
         """The decoder's prompt for the current page, made as in training (:class:`PromptBuilder`). Points (P, 2)
-        and box (4,) in page pixels."""
+        and box (4,) in page pixels; ``mask``: (M, M) bool, a mask in the square frame at the decoder's resolution
+        to refine (the current answer), in place of the OCR matcher's box."""
         if self.encoding is None:
             raise RuntimeError("call set_page (or set_image) before predict")
         if question is not None and not question.strip():
@@ -281,14 +284,21 @@ class DocumentPredictor:
             prompt.point_labels = torch.as_tensor(labels).view(1, -1)
         if box is not None:
             prompt.boxes = torch.as_tensor(box, dtype=torch.float32).view(1, 4) * self.scale
+        if mask is not None:
+            m = self.model.config.mask_size
+            mask = torch.as_tensor(np.asarray(mask), dtype=torch.float32)
+            if mask.shape != (m, m):
+                raise UsageError(f"a mask prompt is {m} x {m} (the decoder's frame), not {tuple(mask.shape)}")
+            prompt.mask_prompt, prompt.lexical_boxes = mask.view(1, 1, m, m), None
         return prompt.to(self.device)
 
     @torch.no_grad()
     def predict_logits(
-        self, question: str | None = None, points=None, point_labels=None, box=None, multimask: bool = True
+        self, question: str | None = None, points=None, point_labels=None, box=None, multimask: bool = True, mask=None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """(N, M, M) logits in the square frame and (N,) scores. Points (P, 2) / box (4,) in page pixels."""
-        self.last_prompt = self.prompt(question, points, point_labels, box)
+        """(N, M, M) logits in the square frame and (N,) scores. Points (P, 2) / box (4,) in page pixels; ``mask``:
+        (M, M) the answer to refine (see :meth:`prompt`)."""
+        self.last_prompt = self.prompt(question, points, point_labels, box, mask)
         out = self.model.decode(self.encoding, self.last_prompt, multimask)
         self.last_token_logits = None if out.token_logits is None else out.token_logits[0]
         return out.masks[0].float(), out.iou[0].float()
@@ -353,10 +363,11 @@ class DocumentPredictor:
         return masks[best], None
 
     def predict(
-        self, question: str | None = None, points=None, point_labels=None, box=None, multimask: bool = True
+        self, question: str | None = None, points=None, point_labels=None, box=None, multimask: bool = True, mask=None
     ) -> Prediction:
-        """Masks for a question and/or point / box prompts, at the page's resolution."""
-        logits, scores = self.predict_logits(question, points, point_labels, box, multimask)
+        """Masks for a question and/or point / box prompts (and a mask to refine, see :meth:`prompt`), at the
+        page's resolution."""
+        logits, scores = self.predict_logits(question, points, point_labels, box, multimask, mask)
         page = self.page
         m = logits.shape[-1]
         frame = m / self.size * self.scale  # page pixels → mask pixels

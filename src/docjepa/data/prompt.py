@@ -85,6 +85,14 @@ class QuestionPrompt:
     """The OCR matcher's answer box of each question in page pixels (None where it found nothing), as drawn into
     ``mask_prompt``."""
 
+    def select(self, idx: Tensor) -> QuestionPrompt:
+        """The prompts of examples ``idx`` (1-D indices)."""
+        moved = {f.name: getattr(self, f.name) for f in fields(self)}
+        out = {k: v[idx] for k, v in moved.items() if torch.is_tensor(v)}
+        if self.lexical_boxes is not None:
+            out["lexical_boxes"] = [self.lexical_boxes[i] for i in idx.tolist()]
+        return replace(self, **out)
+
     def to(self, device: torch.device | str) -> QuestionPrompt:
         moved = {f.name: getattr(self, f.name) for f in fields(self)}
         return replace(self, **{k: v.to(device) for k, v in moved.items() if torch.is_tensor(v)})

@@ -94,6 +94,19 @@ class WordCover:
     size: int
     """Side of the mask."""
 
+    def select(self, idx: Tensor) -> WordCover:
+        """The cover of samples ``idx`` (1-D indices), renumbered 0 … len(idx) − 1."""
+        position = torch.full((self.count.shape[0],), -1, dtype=torch.long, device=self.count.device)
+        position[idx] = torch.arange(len(idx), device=self.count.device)
+        keep = position[self.sample] >= 0
+        return WordCover(
+            sample=position[self.sample[keep]],
+            token=self.token[keep],
+            pixel=self.pixel[keep],
+            count=self.count[idx],
+            size=self.size,
+        )
+
 
 def word_cover(bbox: Tensor, attention_mask: Tensor, size: int) -> WordCover:
     """The pixels of the square frame at ``size`` that each real token's box (0…1000) covers."""

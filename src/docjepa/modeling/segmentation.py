@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
@@ -143,15 +143,81 @@ class DocJepaForSegmentation(DocJepaPreTrainedModel):
             masks = masks + given * self.prior_gain * (2 * mask_prompt.to(masks.dtype) - 1)
         return SegmentationOutput(masks=masks, iou=iou, token_logits=token_logits)
 
-    def forward(self, batch: dict, multimask: bool = True) -> dict[str, Tensor]:
+    def forward(
+        self, batch: dict, multimask: bool = True, clicks: int = 0, click_share: float = 0.0
+    ) -> dict[str, Tensor]:
         """Training step on a ``SegmentCollator`` batch: SAM's loss against ``batch["target"]`` (B, 1, M, M), plus
-        binary cross-entropy of the word decoder's token logits (tokens inside the answer vs the rest)."""
+        binary cross-entropy of the word decoder's token logits (tokens inside the answer vs the rest).
+
+        ``clicks`` > 0 adds simulated interaction (as SAM's training): for ``click_share`` of the examples, up to
+        ``clicks`` more rounds in which a click is drawn uniformly from the error of the previous round's answer
+        (positive in a missed part, negative in a wrong one), added to the earlier clicks as point prompts, with
+        that answer as the mask prompt; the page is encoded once. Their losses, averaged, weigh half the
+        question-only loss, so plain answering stays the larger part of training."""
         page = self.encode_image(batch["pixel_values"], batch["input_ids"], batch["attention_mask"], batch["bbox"])
-        out = self.decode(page, batch["prompt"], multimask=multimask)
-        losses = sam_loss(out.masks, out.iou, batch["target"])
-        labels = token_targets(batch["target"], batch["bbox"], batch["attention_mask"])
+        prompt, target = batch["prompt"], batch["target"]
+        out = self.decode(page, prompt, multimask=multimask)
+        losses = sam_loss(out.masks, out.iou, target)
+        labels = token_targets(target, batch["bbox"], batch["attention_mask"])
         real = labels >= 0
         tokens = F.binary_cross_entropy_with_logits(out.token_logits[real].float(), labels[real])
         losses["tokens"] = tokens
         losses["loss"] = losses["loss"] + tokens
+        if clicks > 0 and click_share > 0:
+            rounds = self._click_rounds(page, prompt, out, target, clicks, click_share, multimask)
+            if rounds is not None:
+                losses["clicks"] = rounds
+                losses["loss"] = losses["loss"] + 0.5 * rounds
         return losses
+
+    def _click_rounds(
+        self, page: PageEncoding, prompt, out: SegmentationOutput, target: Tensor, clicks: int, share: float, multimask
+    ) -> Tensor | None:
+        """The mean loss of the simulated click rounds of :meth:`forward` (None: no example drew any)."""
+        b = target.shape[0]
+        chosen = torch.rand(b, device=target.device) < share
+        if not chosen.any():
+            return None
+        idx = chosen.nonzero().flatten()
+        sub = PageEncoding(
+            image=page.image[idx],
+            text=page.text[idx],
+            attention_mask=page.attention_mask[idx],
+            cover=page.cover.select(idx),
+            words=page.words[idx],
+        )
+        base = prompt.select(idx)
+        truth = target[idx] > 0.5  # (b, 1, M, M)
+        m = truth.shape[-1]
+        scale = self.config.image_size / m  # mask pixels → model input pixels
+        previous = out.masks[idx].detach()
+        best_iou = out.iou[idx].detach().argmax(1)
+        points = torch.zeros(len(idx), 0, 2, device=target.device)
+        labels = torch.zeros(len(idx), 0, dtype=torch.long, device=target.device)
+        total = []
+        for _ in range(clicks):
+            answer = previous[torch.arange(len(idx)), best_iou] > 0  # (b, M, M): the answer the person sees
+            point, label = sample_clicks(answer, truth[:, 0])
+            points = torch.cat([points, point.unsqueeze(1) * scale], dim=1)
+            labels = torch.cat([labels, label.unsqueeze(1)], dim=1)
+            step = replace(base, points=points, point_labels=labels, mask_prompt=answer.unsqueeze(1).float())
+            refined = self.decode(sub, step, multimask=multimask)
+            total.append(sam_loss(refined.masks, refined.iou, target[idx])["loss"])
+            previous, best_iou = refined.masks.detach(), refined.iou.detach().argmax(1)
+        return torch.stack(total).mean()
+
+
+def sample_clicks(answer: Tensor, truth: Tensor) -> tuple[Tensor, Tensor]:
+    """One click per example (B, M, M) bool answers against (B, M, M) bool truths: a pixel drawn uniformly from the
+    error (missed ∪ wrongly marked), labelled 1 where the truth is (a missed part), 0 elsewhere; the truth's centre
+    as a positive click when there is no error. → points (B, 2) as (x + ½, y + ½) in mask pixels, labels (B,)."""
+    error = answer ^ truth
+    m = error.shape[-1]
+    flat = error.flatten(1).float()
+    none = flat.sum(1) == 0
+    fallback = truth.flatten(1).float() + 1e-6  # no error: a click on the answer (anywhere when it is empty)
+    weights = torch.where(none.unsqueeze(1), fallback, flat)
+    pick = torch.multinomial(weights, 1).squeeze(1)
+    y, x = pick // m, pick % m
+    label = truth.flatten(1).gather(1, pick.unsqueeze(1)).squeeze(1).long()
+    return torch.stack([x.float() + 0.5, y.float() + 0.5], dim=1), label

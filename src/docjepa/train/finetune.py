@@ -16,6 +16,7 @@ from ..data.segment import SegmentCollator
 from ..data.shards import DocumentDataset
 from ..data.source import DataConfig, load_tokenizer
 from ..data.split import SplitConfig, question_pairs
+from ..errors import ConfigError
 from ..modeling import DocJepaConfig, build_config
 from ..modeling.build import special_ids
 from ..modeling.files import BACKBONE, PRETRAINING, SEGMENTATION, require_model, resolve_model_dir
@@ -102,8 +103,21 @@ class FinetuneConfig:
     dist: DistConfig = field(default_factory=DistConfig)
     multimask: bool = True
     """Train the 3 outputs with SAM's best-of-3 loss (False: one output)."""
+    clicks: int = 0
+    """Simulated interaction (as SAM's training): up to this many click rounds per chosen example, each a point
+    drawn from the error of the previous answer, with that answer as the mask prompt (0: none; see
+    ``DocJepaForSegmentation.forward``)."""
+    click_share: float = 0.5
+    """Share of the examples that get the click rounds (the others, and the first round of all, are the question
+    alone)."""
     ablation: FinetuneAblations = field(default_factory=FinetuneAblations)
     """Switches measured worse than the defaults (see :class:`FinetuneAblations`)."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.clicks, bool) or not isinstance(self.clicks, int) or self.clicks < 0:
+            raise ConfigError(f"clicks must be 0 or more, got {self.clicks!r}")
+        if not 0.0 <= self.click_share <= 1.0:
+            raise ConfigError(f"click_share must lie in [0, 1], got {self.click_share!r}")
 
     @staticmethod
     def upgrade(data: dict) -> dict:
@@ -230,7 +244,7 @@ class FinetuneTask(Task):
         )
 
     def compute(self, model: nn.Module, batch: dict) -> dict:
-        return model(batch, multimask=self.cfg.multimask)
+        return model(batch, multimask=self.cfg.multimask, clicks=self.cfg.clicks, click_share=self.cfg.click_share)
 
     def save_extra(self, model_dir: Path) -> None:
         self.tokenizer.save_pretrained(model_dir)

@@ -1,0 +1,114 @@
+"""Answers corrected by clicks: the IoU after 1, 2, 3 … simulated clicks (SAM's "IoU against clicks" curve).
+
+A simulated person looks at the current answer and clicks once where it is most wrong, as SAM's and RITM's
+evaluations do: in the larger of the missed part (a positive click) and the wrongly marked part (a negative
+click), at the pixel farthest from that region's edge. The model answers again from the cached page encoding
+with every click so far as point prompts and its current answer as the mask prompt; the question stays. Click 0 is
+the question alone, scored exactly as :func:`docjepa.eval.evaluate.evaluate` scores it.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+from scipy import ndimage
+from tqdm.auto import tqdm
+
+from ..data.shards import DocumentDataset
+from ..data.split import SplitConfig, question_pairs
+from ..predictor import choose_mask, page_region
+from .evaluate import answer_masks
+from .scores import Scores, best_answer
+
+CLICKS = (0, 1, 2, 3, 5)
+"""Where the curve is read: the question alone, then after this many clicks."""
+
+
+def next_click(pred: np.ndarray, truth: np.ndarray, region: np.ndarray | None = None) -> tuple[int, int, int] | None:
+    """(y, x, label) in mask pixels of the click a person makes on ``pred`` to reach ``truth`` (both (M, M) bool;
+    ``region``: where the page lies): label 1 inside the larger missed part, 0 inside the larger wrongly marked
+    part, at its pixel farthest from the part's edge. None when there is nothing to fix."""
+    region = np.ones_like(truth, dtype=bool) if region is None else region
+    missed, wrong = truth & ~pred & region, pred & ~truth & region
+    best = None
+    for error, label in ((missed, 1), (wrong, 0)):
+        if not error.any():
+            continue
+        parts, n = ndimage.label(error)
+        sizes = ndimage.sum(error, parts, range(1, n + 1))
+        part = parts == (1 + int(np.argmax(sizes)))
+        if best is None or part.sum() > best[0].sum():
+            best = (part, label)
+    if best is None:
+        return None
+    part, label = best
+    depth = ndimage.distance_transform_edt(np.pad(part, 1))[1:-1, 1:-1]
+    y, x = np.unravel_index(int(np.argmax(depth)), depth.shape)
+    return int(y), int(x), label
+
+
+def _iou(a: np.ndarray, b: np.ndarray) -> float:
+    union = int((a | b).sum())
+    return int((a & b).sum()) / union if union else 1.0
+
+
+def click_curve(
+    predictor,
+    roots: list[Path],
+    split: SplitConfig,
+    part: str = "heldout",
+    limit: int | None = None,
+    clicks: tuple[int, ...] = CLICKS,
+    progress: bool = True,
+) -> dict:
+    """mIoU (and gIoU, per kind) after each number of ``clicks`` on the ``part`` questions of ``roots``; the
+    answer after k clicks is the predictor's (its chosen candidate, snapped to words, else the word decoder's
+    words) given the question, the k clicks and the answer after k − 1 clicks."""
+    pairs = question_pairs(roots, split, part)[:limit] if limit else question_pairs(roots, split, part)
+    if not pairs:
+        raise ValueError(f"no {part} questions in {', '.join(map(str, roots))}")
+    by_page: dict[int, list[int]] = defaultdict(list)
+    for p, q in pairs:
+        by_page[p].append(q)
+    pages = DocumentDataset(list(roots))
+    scores = {k: Scores() for k in clicks}
+    bar = tqdm(total=len(pairs), desc=f"clicks ({part})", disable=not progress, dynamic_ncols=True)
+    for p, questions in by_page.items():
+        page = pages[p]
+        predictor.set_page(page)
+        for q in questions:
+            question = page.questions[q]
+            points: list[tuple[float, float]] = []
+            labels: list[int] = []
+            answer = None
+            for k in range(max(clicks) + 1):
+                logits, s = predictor.predict_logits(
+                    question.text, points or None, labels or None, mask=None if answer is None else answer
+                )
+                size = logits.shape[-1]
+                frame = predictor.scale * size / predictor.size  # page pixels → mask pixels
+                region = page_region(page, frame, size)
+                answer, _ = predictor.answer_mask(logits, s, choose_mask(logits, s, region))
+                truths = answer_masks(page, q, frame, size)
+                inter, union = best_answer(answer, truths)
+                if k in scores:
+                    scores[k].add(question.qtype, inter, union, question.template)
+                truth = max(truths, key=lambda t: _iou(answer, t))  # the valid answer the person is heading for
+                click = next_click(answer, truth, region)
+                if click is None:  # perfect: later clicks change nothing
+                    for later in (c for c in clicks if c > k):
+                        scores[later].add(question.qtype, inter, union, question.template)
+                    break
+                y, x, label = click
+                points.append(((x + 0.5) / frame, (y + 0.5) / frame))
+                labels.append(label)
+            bar.update(1)
+    bar.close()
+    out = {"split": part, "questions": len(pairs), "clicks": list(clicks), "curve": {}}
+    for k in clicks:
+        summary = scores[k].summary()
+        summary.pop("per_template", None)
+        out["curve"][str(k)] = summary
+    return out

@@ -1,0 +1,45 @@
+"""The clicks curve: where a simulated person clicks, and the curve's first point equals the plain evaluation."""
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("transformers")
+
+from docjepa.data.split import SplitConfig
+from docjepa.eval.evaluate import evaluate
+from docjepa.eval.interactive import click_curve, next_click
+from docjepa.modeling import build_config
+from docjepa.modeling.segmentation import DocJepaForSegmentation
+from docjepa.predictor import DocumentPredictor
+
+
+def test_the_click_goes_to_the_middle_of_the_largest_error():
+    truth = np.zeros((20, 20), dtype=bool)
+    truth[2:9, 2:15] = True
+    pred = np.zeros_like(truth)
+    pred[2:9, 2:6] = True  # the right part missed: 7 × 9
+    pred[15:17, 15:17] = True  # a small wrong blob: 2 × 2
+    y, x, label = next_click(pred, truth)
+    assert label == 1 and y == 5 and 9 <= x <= 11  # the missed part's middle, farthest from its edges
+    wrong = truth.copy()
+    wrong[10:19, 1:19] = True  # now a large wrongly marked part
+    y, x, label = next_click(wrong, truth)
+    assert label == 0 and 10 <= y < 19 and not truth[y, x]
+    assert next_click(truth, truth) is None
+    region = np.zeros_like(truth)
+    region[:, :10] = True  # only the page counts: the missed columns beyond it are padding
+    y, x, label = next_click(pred, truth, region)
+    assert x < 10 and label == 1
+
+
+def test_the_curve_starts_at_the_plain_evaluation_and_counts_every_question(docs, tok):
+    torch.manual_seed(0)
+    predictor = DocumentPredictor(DocJepaForSegmentation(build_config("tiny", len(tok))), tok, device="cpu")
+    curve = click_curve(predictor, [docs / "d"], SplitConfig(), "all", limit=12, clicks=(0, 1, 3), progress=False)
+    plain = evaluate(predictor, [docs / "d"], SplitConfig(), part="all", limit=12, progress=False)
+    assert curve["clicks"] == [0, 1, 3] and curve["questions"] == 12
+    assert curve["curve"]["0"]["mIoU"] == pytest.approx(plain["model"]["mIoU"])
+    for k in ("0", "1", "3"):
+        assert curve["curve"][k]["n"] == 12 and 0.0 <= curve["curve"][k]["mIoU"] <= 1.0
+    assert curve["curve"]["1"] != curve["curve"]["0"]  # a click changes the answers
