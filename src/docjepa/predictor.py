@@ -264,6 +264,21 @@ class DocumentPredictor:
         image.convert("RGB").save(buf, format="PNG")
         self.set_page(Page("image", 0, image.width, image.height, buf.getvalue(), list(words), "predictor"))
 
+    def frame_mask(self, mask: np.ndarray) -> np.ndarray:
+        """A mask at the current page's resolution (H, W) bool → the square frame at the decoder's resolution
+        (M, M) bool: a mask pixel is set when any page pixel under it is (a word a few page pixels tall stays)."""
+        page = self.page
+        mask = np.asarray(mask, dtype=bool)
+        if mask.shape != (page.height, page.width):
+            raise UsageError(f"the mask is {mask.shape}, the page {(page.height, page.width)}")
+        m = self.model.config.mask_size
+        frame = self.scale * m / self.size
+        h, w = min(m, max(1, round(page.height * frame))), min(m, max(1, round(page.width * frame)))
+        small = Image.fromarray(mask.astype(np.uint8) * 255).resize((w, h), Image.Resampling.BOX)
+        out = np.zeros((m, m), dtype=bool)
+        out[:h, :w] = np.asarray(small) > 0
+        return out
+
     def prompt(
         self, question: str | None = None, points=None, point_labels=None, box=None, mask=None
     ) -> QuestionPrompt:

@@ -114,6 +114,25 @@ class EngineModel:
         logits, scores, best, masks = candidate_masks(self.predictor, page, question)
         return Proposal(logits, scores, best, masks, encode_s, time.perf_counter() - t)
 
+    def refine(
+        self,
+        page: Page,
+        question: str,
+        points=None,
+        labels=None,
+        box=None,
+        mask: np.ndarray | None = None,
+        key: object = None,
+    ) -> Proposal:
+        """Candidates for ``question`` given a person's corrections: points (P, 2) in page pixels with ``labels``
+        (1 on the answer, 0 off it), a box, and the current answer (H, W) bool to refine (the mask prompt); from
+        the cached page encoding when ``key`` was encoded before."""
+        encode_s = self.encode(page, key)
+        t = time.perf_counter()
+        prompt_mask = None if mask is None or not mask.any() else self.predictor.frame_mask(mask)
+        logits, scores, best, masks = candidate_masks(self.predictor, page, question, points, labels, box, prompt_mask)
+        return Proposal(logits, scores, best, masks, encode_s, time.perf_counter() - t)
+
     def score(self, data: Path, split: SplitConfig | None = None, part: str = "all", limit: int | None = None) -> dict:
         """mIoU / gIoU / cIoU of the model and the baseline's mIoU on the ``part`` questions of the shards in
         ``data`` (as ``docjepa evaluate`` scores); the current page is encoded again afterwards when needed."""
@@ -189,10 +208,11 @@ class EngineModel:
         return successor, successor.score(val, split, part, limit)
 
 
-def candidate_masks(predictor, page: Page, question: str):
-    """The decoder's candidates for a question on the predictor's current page (``page``), each snapped to the OCR
-    words it covers as ``predict`` snaps its answer, at the page's resolution: (logits, scores, best, masks)."""
-    logits, scores = predictor.predict_logits(question)
+def candidate_masks(predictor, page: Page, question: str, points=None, labels=None, box=None, mask=None):
+    """The decoder's candidates for a question (and a person's points, box and current answer in the square frame,
+    see ``DocumentPredictor.prompt``) on the predictor's current page (``page``), each snapped to the OCR words it
+    covers as ``predict`` snaps its answer, at the page's resolution: (logits, scores, best, masks)."""
+    logits, scores = predictor.predict_logits(question, points, labels, box, mask=mask)
     frame = predictor.scale * logits.shape[-1] / predictor.size
     best = choose_mask(logits, scores, page_region(predictor.page, frame, logits.shape[-1]))
     full = [predictor.page_answer(logits, scores, k)[0] for k in range(logits.shape[0])]

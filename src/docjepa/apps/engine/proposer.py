@@ -73,12 +73,16 @@ class Proposer:
             self.checkpoint = wanted  # one switch per promotion, even while it loads
             self.switch(wanted)
 
-    def propose_sync(self, page_id: int, page: Page, question: str) -> dict:
+    def propose_sync(self, page_id: int, page: Page, question: str, refine: dict | None = None) -> dict:
         """Candidates for a question: each of the decoder's masks as the union of the boxes of the OCR words it
         covers (:func:`~.masks.snap_to_words`: word clicks on the page then edit it exactly), at the page's
-        resolution, as overlay PNGs with the words they hold and their predicted IoU."""
+        resolution, as overlay PNGs with the words they hold and their predicted IoU. ``refine``: a person's
+        corrections (``points``, ``labels``, ``box``, ``mask``: :meth:`EngineModel.refine`)."""
         with self.lock:
-            p = self.model.propose(page, question, key=page_id)
+            if refine is None:
+                p = self.model.propose(page, question, key=page_id)
+            else:
+                p = self.model.refine(page, question, key=page_id, **refine)
             candidates = []
             for k, raw in enumerate(p.masks):
                 m, ids = masks.snap_to_words(page.words, raw)
@@ -107,9 +111,9 @@ class Proposer:
             return True
         return False
 
-    async def propose(self, page_id: int, page: Page, question: str) -> dict:
+    async def propose(self, page_id: int, page: Page, question: str, refine: dict | None = None) -> dict:
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self.pool, self.propose_sync, page_id, page, question)
+        return await loop.run_in_executor(self.pool, self.propose_sync, page_id, page, question, refine)
 
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)

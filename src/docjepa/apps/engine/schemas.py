@@ -51,6 +51,34 @@ class ProposeIn(BaseModel):
     question: str = Field(min_length=1, max_length=1000)
 
 
+class RefineIn(ProposeIn):
+    """A person's corrections of the current answer, for the model to answer again."""
+
+    points: list[tuple[float, float]] = Field(default_factory=list, max_length=64)
+    """Clicks in page pixels, oldest first."""
+    labels: list[Literal[0, 1]] = Field(default_factory=list, max_length=64)
+    """1: on the answer (a click); 0: not on it (an Alt- or right-click)."""
+    box: tuple[float, float, float, float] | None = None
+    """A dragged box (x0, y0, x1, y1) in page pixels."""
+    mask_png: str | None = None
+    """The current answer as a PNG of the page's size (as ``AnswerIn.mask_png``), refined rather than redrawn."""
+
+    def prompts(self, height: int, width: int) -> dict:
+        """The keyword arguments of ``EngineModel.refine`` for a page of this size (MaskError when the mask does
+        not fit; store.Invalid when points and labels do not pair up)."""
+        if len(self.points) != len(self.labels):
+            raise store.Invalid(f"{len(self.points)} points but {len(self.labels)} labels")
+        if not self.points and self.box is None and not self.mask_png:
+            raise store.Invalid("nothing to refine with: give points, a box or the current mask")
+        mask = masks.from_png(self.mask_png, height, width) if self.mask_png else None
+        return {
+            "points": [list(p) for p in self.points] or None,
+            "labels": list(self.labels) or None,
+            "box": list(self.box) if self.box is not None else None,
+            "mask": mask,
+        }
+
+
 class NewUser(BaseModel):
     name: str
     role: Literal["annotator", "reviewer", "admin"]

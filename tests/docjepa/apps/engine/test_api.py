@@ -255,3 +255,55 @@ def test_bad_requests_get_a_4xx_with_a_message(engine):
         assert r.json()["detail"] and "Traceback" not in r.text
     assert [r.status_code for r in bad] == [422, 422, 422, 404, 404, 422, 422, 422, 422, 413]
     assert "is 5×5, the page" in bad[6].json()["detail"]
+
+
+def test_refine_answers_again_from_clicks_a_box_and_the_current_mask(engine, tiny_proposer):
+    app, _ = engine
+    ann, bob = client_for(app, "ann"), client_for(app, "bob")
+    task = ann.post("/api/tasks/next").json()
+    page, q = task["page"], task["question"]
+    url = f"/api/tasks/{task['id']}/refine"
+    prop = ann.post(f"/api/tasks/{task['id']}/propose", json={"question": q}).json()
+    x0, y0, x1, y1 = page["words"][0]["box"]
+    current = mask_png(word_mask(page, [1]))
+    calls = []
+    refine = tiny_proposer.model.refine
+    tiny_proposer.model.refine = lambda *a, **k: calls.append(k) or refine(*a, **k)
+    try:
+        body = {
+            "question": q,
+            "points": [[(x0 + x1) / 2, (y0 + y1) / 2], [5, 5]],
+            "labels": [1, 0],
+            "mask_png": current,
+        }
+        again = ann.post(url, json=body)
+        assert again.status_code == 200, again.text
+        out = again.json()
+        assert len(out["candidates"]) == 3 and out["model_version"] == prop["model_version"]
+        assert out["encode_seconds"] == 0.0  # the page's encoding came from the cache
+        sent = calls[-1]
+        assert sent["labels"] == [1, 0] and sent["points"][1] == [5.0, 5.0] and sent["box"] is None
+        assert np.array_equal(sent["mask"], word_mask(page, [1]))  # the current answer is the mask prompt
+        boxed = ann.post(url, json={"question": q, "box": [x0, y0, x1, y1]})
+        assert boxed.status_code == 200 and calls[-1]["box"] == [x0, y0, x1, y1] and calls[-1]["mask"] is None
+    finally:
+        tiny_proposer.model.refine = refine
+    assert ann.post(url, json={"question": q, "points": [[1, 2]], "labels": []}).status_code == 422
+    assert ann.post(url, json={"question": q}).status_code == 422  # nothing to refine with
+    assert ann.post(url, json={"question": q, "points": [[1, 2]], "labels": [2]}).status_code == 422
+    assert bob.post(url, json={"question": q, "points": [[1, 2]], "labels": [1]}).status_code == 409  # not his
+
+
+def test_refine_on_a_server_without_a_model(db_url, docs):
+    from docjepa.apps.engine.app import ServerConfig, create_app
+
+    db = make_engine(db_url, docs)
+    app = create_app(ServerConfig(db=db_url, media=str(docs / "media-unused")), proposer=None)
+    ann = client_for(app, "ann")
+    task = ann.post("/api/tasks/next").json()
+    r = ann.post(
+        f"/api/tasks/{task['id']}/refine", json={"question": task["question"], "points": [[1, 2]], "labels": [1]}
+    )
+    assert r.status_code == 503 and "without --checkpoint" in r.json()["detail"]
+    db.dispose()
+    app.state.db.dispose()

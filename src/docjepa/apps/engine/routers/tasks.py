@@ -8,7 +8,7 @@ from starlette.concurrency import run_in_threadpool
 
 from .. import store
 from ..dependencies import DB, Admin, Config, Id, Model, User
-from ..schemas import NewTask, ProposeIn
+from ..schemas import NewTask, ProposeIn, RefineIn
 
 router = APIRouter(prefix="/api/tasks", tags=["tasks"])
 
@@ -47,8 +47,7 @@ def add_task(body: NewTask, who: Admin, db: DB) -> dict:
     return {"id": store.add_task(db, body.page_id, body.question)}
 
 
-@router.post("/{task_id}/propose")
-async def propose(task_id: Id, body: ProposeIn, who: User, db: DB, cfg: Config, proposer: Model) -> dict:
+async def _answer(task_id: int, body: ProposeIn, who, db, cfg, proposer, refine: bool) -> dict:
     if proposer is None:
         raise HTTPException(503, "no model: the server was started without --checkpoint")
     task = await run_in_threadpool(store.task_for, db, task_id, who["id"])
@@ -57,4 +56,16 @@ async def propose(task_id: Id, body: ProposeIn, who: User, db: DB, cfg: Config, 
     if proposer.due(cfg.follow_seconds):  # a retraining round may have promoted another model
         proposer.follow(await run_in_threadpool(store.serving_model, db))
     page = await run_in_threadpool(store.load_page, db, task["page_id"])
-    return await proposer.propose(task["page_id"], page, body.question.strip())
+    prompts = body.prompts(page.height, page.width) if refine else None
+    return await proposer.propose(task["page_id"], page, body.question.strip(), prompts)
+
+
+@router.post("/{task_id}/propose")
+async def propose(task_id: Id, body: ProposeIn, who: User, db: DB, cfg: Config, proposer: Model) -> dict:
+    return await _answer(task_id, body, who, db, cfg, proposer, refine=False)
+
+
+@router.post("/{task_id}/refine")
+async def refine(task_id: Id, body: RefineIn, who: User, db: DB, cfg: Config, proposer: Model) -> dict:
+    """The model answers again from the page's cached encoding, given the person's clicks, box and current mask."""
+    return await _answer(task_id, body, who, db, cfg, proposer, refine=True)

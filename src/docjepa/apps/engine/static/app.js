@@ -6,7 +6,7 @@ const COLOUR = "rgb(230, 40, 40)";
 const state = {
   user: null, csrf: null, mode: "annotate", task: null, annotation: null, page: null, scale: 1, zoom: 1,
   proposal: null, selected: null, dirty: false, edits: 0, shownAt: 0, undo: [],
-  tool: "words", drag: null, pan: null, renewTimer: null, history: [], historyPos: -1, rejected: [], rejectedPos: -1,
+  tool: "words", drag: null, pan: null, prompts: [], refines: [], renewTimer: null, history: [], historyPos: -1, rejected: [], rejectedPos: -1,
 };
 
 async function api(method, path, body) {
@@ -31,6 +31,7 @@ async function start() {
   state.csrf = state.user.csrf_token;
   $("bar").classList.remove("hidden");
   $("who").textContent = `${state.user.name} (${state.user.role}) · model ${state.user.model || "none"}`;
+  $("model-tool").classList.toggle("hidden", !state.user.model);  // a server without a model keeps the manual tools
   for (const el of document.querySelectorAll(".reviewer-only")) el.classList.toggle("hidden", state.user.role === "annotator");
   for (const el of document.querySelectorAll(".admin-only")) el.classList.toggle("hidden", state.user.role !== "admin");
   openView(state.user.role === "annotator" ? "annotate" : "review");  // reviewers start where they hold no lease
@@ -115,6 +116,7 @@ async function propose() {
   if (!q) { say("write a question first", true); return; }
   if (!state.task) return;
   say("asking the model…");
+  state.prompts = []; state.refines = []; drawPrompts();  // a new proposal starts the corrections afresh
   const t0 = performance.now();
   try {
     state.proposal = await api("POST", `/api/tasks/${state.task.id}/propose`, { question: q });
@@ -122,6 +124,54 @@ async function propose() {
   renderCandidates();
   await selectCandidate(state.proposal.best);
   say(`proposals in ${((performance.now() - t0) / 1000).toFixed(2)} s; the best is selected`);
+}
+
+// ---- refinement: clicks and boxes go to the model, which answers again from the page's cached encoding ----------
+function drawPrompts() {
+  const c = $("pointer-layer").getContext("2d"); c.clearRect(0, 0, state.page.width, state.page.height);
+  const r = 6 / state.scale;
+  for (const p of state.prompts) {
+    c.lineWidth = 2 / state.scale; c.setLineDash([]);
+    if (p.box) { c.strokeStyle = "#0a6"; const [x0, y0, x1, y1] = p.box; c.strokeRect(x0, y0, x1 - x0, y1 - y0); continue; }
+    c.fillStyle = p.label ? "#0a6" : "#d22"; c.beginPath(); c.arc(p.point[0], p.point[1], r, 0, 2 * Math.PI); c.fill();
+    c.strokeStyle = "white"; c.beginPath(); c.moveTo(p.point[0] - r / 2, p.point[1]); c.lineTo(p.point[0] + r / 2, p.point[1]);
+    if (p.label) { c.moveTo(p.point[0], p.point[1] - r / 2); c.lineTo(p.point[0], p.point[1] + r / 2); }
+    c.stroke();
+  }
+}
+function refineBody() {
+  const points = state.prompts.filter((p) => p.point), boxes = state.prompts.filter((p) => p.box);
+  const body = {
+    question: $("question").value.trim(), points: points.map((p) => p.point), labels: points.map((p) => p.label),
+    box: boxes.length ? boxes[boxes.length - 1].box : null,
+  };
+  if (!maskIsEmpty()) body.mask_png = $("mask").toDataURL("image/png");
+  return body;
+}
+async function refine(prompt) {
+  if (!state.task) return;
+  if (!state.user.model) { say("no model: correct with the words, box and brush tools", true); return; }
+  if (!$("question").value.trim()) { say("write a question first", true); return; }
+  state.refines.push({ proposal: state.proposal, selected: state.selected, dirty: state.dirty, mask: maskCtx().getImageData(0, 0, state.page.width, state.page.height) });
+  state.prompts.push(prompt); drawPrompts();
+  say("the model answers again…");
+  const t0 = performance.now();
+  try {
+    state.proposal = await api("POST", `/api/tasks/${state.task.id}/refine`, refineBody());
+  } catch (e) { state.prompts.pop(); state.refines.pop(); drawPrompts(); say(e.message, true); return; }
+  state.edits += 1;
+  renderCandidates();
+  await selectCandidate(state.proposal.best);
+  say(`answered again in ${((performance.now() - t0) / 1000).toFixed(2)} s (${state.prompts.length} correction${state.prompts.length > 1 ? "s" : ""}); Ctrl+Z takes the last one back`);
+}
+function undoRefine() {
+  const prev = state.refines.pop();
+  if (!prev) return false;
+  state.prompts.pop(); drawPrompts();
+  state.proposal = prev.proposal; renderCandidates();
+  maskCtx().putImageData(prev.mask, 0, 0); state.selected = prev.selected; state.dirty = prev.dirty; markSelected();
+  say(state.prompts.length ? `${state.prompts.length} correction(s) left` : "back to the proposal");
+  return true;
 }
 
 function renderCandidates() {
@@ -200,6 +250,10 @@ function onPointerDown(ev) {
   if (ev.button === 1) { const w = $("stage-wrap"); state.pan = [ev.clientX, ev.clientY, w.scrollLeft, w.scrollTop]; ev.preventDefault(); return; }
   if (!state.page || (!state.task && !state.annotation)) return;
   const [x, y] = pagePoint(ev);
+  if (state.tool === "model") {
+    state.drag = { start: [x, y], negative: ev.altKey || ev.button === 2, model: true };
+    $("pointer-layer").setPointerCapture(ev.pointerId); ev.preventDefault(); return;
+  }
   if (state.tool === "words") { const i = wordAt(x, y); if (i >= 0) toggleWord(i); return; }
   snapshot();
   state.drag = { start: [x, y], erase: ev.shiftKey };
@@ -210,12 +264,20 @@ function onPointerMove(ev) {
   if (state.pan) { const w = $("stage-wrap"); w.scrollLeft = state.pan[2] - (ev.clientX - state.pan[0]); w.scrollTop = state.pan[3] - (ev.clientY - state.pan[1]); return; }
   if (!state.drag) return;
   const p = pagePoint(ev);
+  if (state.drag.model) { drawPrompts(); const c = $("pointer-layer").getContext("2d"), a = state.drag.start; c.strokeStyle = "#0a6"; c.lineWidth = 2 / state.scale; c.setLineDash([6 / state.scale, 4 / state.scale]); c.strokeRect(Math.min(a[0], p[0]), Math.min(a[1], p[1]), Math.abs(p[0] - a[0]), Math.abs(p[1] - a[1])); return; }
   if (state.tool === "brush") brushAt(p[0], p[1], state.drag.erase); else drawRubberBand(state.drag.start, p);
 }
 function onPointerUp(ev) {
   if (state.pan) { state.pan = null; return; }
   if (!state.drag) return;
   const [a, b] = [state.drag.start, pagePoint(ev)];
+  if (state.drag.model) {
+    const negative = state.drag.negative; state.drag = null;
+    const w = Math.abs(b[0] - a[0]), h = Math.abs(b[1] - a[1]);
+    if (w * state.scale >= 6 && h * state.scale >= 6) refine({ box: [Math.min(a[0], b[0]), Math.min(a[1], b[1]), Math.max(a[0], b[0]), Math.max(a[1], b[1])] });
+    else refine({ point: a, label: negative ? 0 : 1 });
+    return;
+  }
   if (state.tool === "box") {
     drawRubberBand(null);
     const x = Math.min(a[0], b[0]), y = Math.min(a[1], b[1]), w = Math.abs(b[0] - a[0]), h = Math.abs(b[1] - a[1]);
@@ -224,12 +286,13 @@ function onPointerUp(ev) {
   state.drag = null; edited();
 }
 
-function undo() { const prev = state.undo.pop(); if (prev) { maskCtx().putImageData(prev, 0, 0); state.dirty = true; markSelected(); } }
+function undo() { if (state.tool === "model" && undoRefine()) return; const prev = state.undo.pop(); if (prev) { maskCtx().putImageData(prev, 0, 0); state.dirty = true; markSelected(); } }
 function setTool(t) { state.tool = t; for (const r of document.querySelectorAll("input[name=tool]")) r.checked = r.value === t; }
 
 // ---- tasks -----------------------------------------------------------------------------------------------------
 function resetWork() {
   state.proposal = null; state.selected = null; state.dirty = false; state.edits = 0; state.annotation = null;
+  state.prompts = []; state.refines = []; if (state.page) drawPrompts();
   $("candidates").innerHTML = ""; if (state.page) clearMask();
 }
 
@@ -387,7 +450,7 @@ document.addEventListener("keydown", (ev) => {
   if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
   const actions = {
     1: () => selectCandidate(0), 2: () => selectCandidate(1), 3: () => selectCandidate(2),
-    w: () => setTool("words"), b: () => setTool("box"), r: () => setTool("brush"),
+    w: () => setTool("words"), b: () => setTool("box"), r: () => setTool("brush"), k: () => setTool("model"),
     c: () => { snapshot(); clearMask(); edited(); },
     "[": () => { $("brush-size").value = Number($("brush-size").value) - 2; },
     "]": () => { $("brush-size").value = Number($("brush-size").value) + 2; },
@@ -440,6 +503,7 @@ window.addEventListener("DOMContentLoaded", () => {
   layer.addEventListener("pointerdown", onPointerDown);
   layer.addEventListener("pointermove", onPointerMove);
   layer.addEventListener("pointerup", onPointerUp);
+  layer.addEventListener("contextmenu", (ev) => { if (state.tool === "model") ev.preventDefault(); });  // right-click: a negative click
   window.engine = state; // for tests and the browser console
   start();
 });
