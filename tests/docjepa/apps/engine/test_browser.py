@@ -61,8 +61,9 @@ def served(tmp_path, docs, tiny_proposer):
     db.dispose()
 
 
-def _click_word(driver, index: int) -> None:
-    """A real click at the centre of word ``index``, the page scrolled to show it first (it may be zoomed in)."""
+def _click_word(driver, index: int, right: bool = False) -> None:
+    """A real click (``right``: a right-click) at the centre of word ``index``, the page scrolled to show it first
+    (it may be zoomed in)."""
     from selenium.webdriver.common.actions.action_builder import ActionBuilder
 
     x, y = driver.execute_script(
@@ -75,7 +76,8 @@ def _click_word(driver, index: int) -> None:
         index,
     )
     action = ActionBuilder(driver)
-    action.pointer_action.move_to_location(int(x), int(y)).click()
+    pointer = action.pointer_action.move_to_location(int(x), int(y))
+    pointer.context_click() if right else pointer.click()
     action.perform()
 
 
@@ -165,6 +167,52 @@ def test_annotate_in_a_real_browser(served):
     assert best is not None and SCREENSHOT.stat().st_size > 10_000
     assert store.get_annotation(db, reviewed)["review"] == "approved"
     assert db.integrity_problems() == []
+
+
+def test_clicks_send_the_answer_back_to_the_model(served, tiny_proposer):
+    """The Model tool: a click and a right-click on words go to the model with the current mask, which answers
+    again (new candidates, the best selected); Ctrl+Z takes the last click back; the submitted answer counts both
+    corrections as edits."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from docjepa.apps.engine import store
+
+    base, db = served
+    calls = []
+    refine = tiny_proposer.model.refine
+    tiny_proposer.model.refine = lambda *a, **k: calls.append(k) or refine(*a, **k)
+    driver = _browser()
+    try:
+        wait = WebDriverWait(driver, 30)
+        driver.get(base + "/")
+        _sign_in(driver, wait, "ann")
+        wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, ".candidate.selected")) == 1)
+        task = driver.execute_script("return window.engine.task.id")
+        driver.find_element(By.TAG_NAME, "body").send_keys("k")
+        assert driver.execute_script("return window.engine.tool") == "model"
+        n = driver.execute_script("return window.engine.page.words.length")
+        _click_word(driver, 0)
+        wait.until(lambda d: d.execute_script("return window.engine.refines.length") == 1 and len(calls) == 1)
+        wait.until(lambda d: "answered again" in d.find_element(By.ID, "status").text)
+        _click_word(driver, n // 2, right=True)
+        wait.until(lambda d: len(calls) == 2 and "answered again" in d.find_element(By.ID, "status").text)
+        assert calls[0]["labels"] == [1] and calls[1]["labels"] == [1, 0] and calls[1]["mask"] is not None
+        assert driver.execute_script("return window.engine.prompts.length") == 2
+        ActionChains(driver).key_down(Keys.CONTROL).send_keys("z").key_up(Keys.CONTROL).perform()
+        assert driver.execute_script("return window.engine.prompts.length") == 1
+        assert len(driver.find_elements(By.CSS_SELECTOR, ".candidate")) == 3
+        driver.find_element(By.ID, "submit").click()
+        wait.until(lambda d: d.execute_script("return window.engine.task && window.engine.task.id") not in (None, task))
+        errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE" and "/api/me" not in e["message"]]
+        assert errors == []
+    finally:
+        driver.quit()
+        tiny_proposer.model.refine = refine
+    saved = {a["task_id"]: a for a in store.my_annotations(db, 1)}[task]
+    assert saved["edits"] == 2 and saved["model_version"]
 
 
 def _sign_in(driver, wait, name: str) -> None:
