@@ -1,7 +1,9 @@
 """A scripted annotator: stands in for a person at the annotation page, on pages whose true answers are known.
 
 It takes the model's proposal and corrects it the way the page allows (choose a candidate, click words in or
-out, clear, drag a box), choosing the fewest edits that reach the true answer, and counts them. "Reached" means
+out, clear, drag a box), choosing the fewest edits that reach the true answer, and counts them. With
+refinement (:func:`annotate_with_clicks`) it may first click where the answer is most wrong, as SAM's evaluation
+does, and let the model answer again, before those edits. "Reached" means
 the mask's IoU with the true answer is at least ``accept_iou`` (what a person sees as right: word boxes drawn a
 pixel differently are not worth a click). Seconds come from a stated :class:`TimeModel`.
 """
@@ -13,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ....data.record import Page
+from ....eval.interactive import next_click
 from ..masks import iou
 
 
@@ -47,6 +50,8 @@ class Outcome:
     seconds: float
     iou: float
     """IoU of the submitted mask with the true answer."""
+    clicks: int = 0
+    """Clicks sent to the model before the edits (refinement; each is also counted as an edit)."""
 
 
 def word_boxes(page: Page) -> list[tuple[int, int, int, int]]:
@@ -125,3 +130,42 @@ def annotate(
     seconds = time.read + (time.write_question if writes_question else 0.0) + time.submit
     seconds += clicks * time.click + n_boxes * time.box + int(cleared) * time.clear
     return Outcome(edits, accepted, k, seconds, max(iou(final, t) for t in truths))
+
+
+def annotate_with_clicks(
+    truths: list[np.ndarray],
+    boxes,
+    candidates: list[np.ndarray],
+    best: int,
+    refine,
+    time: TimeModel,
+    accept_iou: float = 0.85,
+    writes_question: bool = False,
+    max_clicks: int = 3,
+) -> Outcome:
+    """:func:`annotate`, with up to ``max_clicks`` refinement clicks first: each at the deepest pixel of the
+    largest error of the current answer (:func:`docjepa.eval.interactive.next_click`, positive in a missed part,
+    negative in a wrong one), after which ``refine(points, labels, current) -> (candidates, best)`` answers again.
+    The annotator takes the cheapest of: no click, 1 click, … ``max_clicks`` clicks, each followed by the fewest
+    edits from the model's new answer (a click costs ``time.click`` and counts as an edit)."""
+    chosen = annotate(truths, boxes, candidates, best, time, accept_iou, writes_question)
+    points: list[tuple[float, float]] = []
+    labels: list[int] = []
+    current = candidates[best]
+    for n in range(1, max_clicks + 1):
+        if iou(current, max(truths, key=lambda t: iou(current, t))) >= accept_iou:
+            break
+        truth = max(truths, key=lambda t: iou(current, t))
+        click = next_click(current, truth)
+        if click is None:
+            break
+        y, x, label = click
+        points.append((x + 0.5, y + 0.5))
+        labels.append(label)
+        candidates, best = refine(list(points), list(labels), current)
+        current = candidates[best]
+        after = annotate(truths, boxes, candidates, best, time, accept_iou, writes_question)
+        total = Outcome(after.edits + n, False, after.candidate, after.seconds + n * time.click, after.iou, n)
+        if total.seconds < chosen.seconds:
+            chosen = total
+    return chosen

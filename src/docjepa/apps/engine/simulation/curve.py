@@ -78,7 +78,9 @@ def markdown(result: dict, command: str) -> str:
     def pr(p: dict | None) -> str:
         return f"{p['edits_per_mask']:.2f}, {p['accepted_as_is']:.2f}, {p['seconds_per_mask']:.1f}" if p else ""
 
-    for mode in result["stages"]:
+    seed_probes = result["seed"].get("probe", {})
+    modes = list(result["stages"]) + (["assisted+refine"] if "assisted+refine" in seed_probes else [])
+    for mode in modes:
         seed_probe = result["seed"].get("probe", {}).get(mode)
         lines.append(
             f"| seed ({mode}) | 0 | {result['config']['seed_pages']} | | | | | {pr(seed_probe)} | "
@@ -96,6 +98,11 @@ def markdown(result: dict, command: str) -> str:
                 f"{r['accepted_as_is']:.2f} | {r['seconds_per_mask']:.1f} | {pr(r.get('probe'))} | "
                 f"{r['heldout']['mIoU']:.3f} | {a} |"
             )
+            if r.get("probe_refine"):  # the same probe pages, the annotator also clicking to refine
+                lines.append(
+                    f"| {mode}+refine | {r['round']} | | | | | | {pr(r['probe_refine'])} "
+                    f"({r['probe_refine']['clicks_per_mask']:.2f} clicks) | | |"
+                )
     m = result["manual"]
     for name, label in (("same_edits", "manual, same edits"), ("same_pages", "manual, same pages")):
         e = m["edits_per_mask"] if name == "same_edits" else m["same_pages"]["edits_per_mask"]

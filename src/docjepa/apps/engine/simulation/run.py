@@ -30,7 +30,7 @@ from ....data.split import SplitConfig
 from .. import stages
 from ..masks import iou
 from ..model import EngineModel
-from .annotator import TimeModel, annotate, word_boxes
+from .annotator import TimeModel, annotate, annotate_with_clicks, word_boxes
 from .curve import plot
 
 log = logging.getLogger("docjepa.engine.simulate")
@@ -65,6 +65,8 @@ class SimConfig:
     page_size: int = 512
     accept_iou: float = 0.85
     """A mask this close to the true answer is submitted (see ``annotator``)."""
+    max_clicks: int = 3
+    """Most refinement clicks the scripted annotator tries on a proposal (the probe's ``assisted+refine``)."""
     threads: int = 2
     seed: int = 0
     time: TimeModel = field(default_factory=TimeModel)
@@ -155,16 +157,41 @@ def probe(cfg: SimConfig, model: EngineModel | None, pages: list[Page], mode: st
     return summarise(annotate_pages(cfg, pages, [propose_page(model, p) for p in pages], mode))
 
 
+def probe_refine(cfg: SimConfig, model: EngineModel, pages: list[Page]) -> dict:
+    """The assisted stage's probe with refinement: the scripted annotator may click where the proposal is wrong
+    and let the model answer again (from the cached page encoding) before editing (:func:`annotate_with_clicks`)."""
+    rows = []
+    for i, page in enumerate(pages):
+        boxes = word_boxes(page)
+        for q, question in enumerate(page.questions):
+            p = model.propose(page, question.text, key=("probe", i))
+
+            def refine(points, labels, current, page=page, text=question.text, key=("probe", i)):
+                r = model.refine(page, text, points, labels, None, current, key=key)
+                return r.masks, r.best
+
+            o = annotate_with_clicks(
+                truths(page, q), boxes, p.masks, p.best, refine, cfg.time, cfg.accept_iou, True, cfg.max_clicks
+            )
+            rows.append(
+                {"edits": o.edits, "accepted": o.accepted, "seconds": o.seconds, "iou": o.iou, "clicks": o.clicks}
+            )
+    return summarise(rows)
+
+
 def summarise(rows: list[dict]) -> dict:
     if not rows:
         return {"masks": 0}
-    return {
+    out = {
         "masks": len(rows),
         "edits_per_mask": float(np.mean([r["edits"] for r in rows])),
         "accepted_as_is": float(np.mean([r["accepted"] for r in rows])),
         "seconds_per_mask": float(np.mean([r["seconds"] for r in rows])),
         "edits": int(sum(r["edits"] for r in rows)),
     }
+    if "clicks" in rows[0]:
+        out["clicks_per_mask"] = float(np.mean([r["clicks"] for r in rows]))
+    return out
 
 
 def simulate(cfg: SimConfig, out: Path, progress: bool = True) -> dict:
@@ -193,6 +220,7 @@ def simulate(cfg: SimConfig, out: Path, progress: bool = True) -> dict:
     eval_ds = DocumentDataset(eval_dir)
     probe_set = [eval_ds[i] for i in range(min(cfg.probe_pages, len(eval_ds)))]
     seed_eval["probe"] = {m: probe(cfg, seed_model, probe_set, m) for m in MODES}
+    seed_eval["probe"]["assisted+refine"] = probe_refine(cfg, seed_model, probe_set)
     log.info("seed model: held-out mIoU %.3f", seed_eval["mIoU"])
     result: dict = {"config": asdict(cfg), "seed": seed_eval, "stages": {}}
 
@@ -237,6 +265,8 @@ def simulate(cfg: SimConfig, out: Path, progress: bool = True) -> dict:
                 "heldout": heldout,
                 "probe": probe(cfg, model, probe_set, mode),
             }
+            if mode == "assisted":  # the same probe, the annotator also clicking to refine
+                row["probe_refine"] = probe_refine(cfg, model, probe_set)
             if auto is not None:
                 row["automatic"] = auto
             row["seconds_wall"] = time.perf_counter() - t0

@@ -45,3 +45,40 @@ def test_scripted_annotator_counts_the_edits_the_page_needs():
     assert manual.seconds == pytest.approx(t.read + t.write_question + t.box + t.submit)
     two_ways = annotate([words(3), truth], boxes, [words(0), words(2), words(2)], 0, t)
     assert two_ways.edits == 1  # an ambiguous question: the closest valid answer
+
+
+def test_clicks_are_used_when_the_model_fixes_the_answer_sooner_than_edits():
+    from docjepa.apps.engine.simulation.annotator import TimeModel, annotate, annotate_with_clicks, word_boxes
+
+    page = _page([(c, (10 + 40 * i, 10, 40 + 40 * i, 20)) for i, c in enumerate("abcdef")])
+    boxes = word_boxes(page)
+
+    def words(*ids):
+        m = np.zeros((300, 400), bool)
+        for i in ids:
+            x0, y0, x1, y1 = boxes[i]
+            m[y0:y1, x0:x1] = True
+        return m
+
+    t = TimeModel()
+    truth, proposal = words(0, 1, 2, 3), words(5)
+    seen = []
+
+    def fixes(points, labels, current):  # one click and the model has it
+        seen.append((points, labels))
+        return [truth, proposal], 0
+
+    plain = annotate([truth], boxes, [proposal], 0, t)
+    clicked = annotate_with_clicks([truth], boxes, [proposal], 0, fixes, t)
+    assert plain.edits == 5 and clicked.clicks == 1 and clicked.edits == 1 and clicked.iou == 1.0
+    assert clicked.seconds == pytest.approx(t.read + t.submit + t.click) and clicked.seconds < plain.seconds
+    ((points, labels),) = seen
+    assert labels == [1] and truth[int(points[0][1]), int(points[0][0])]  # a positive click inside the missed words
+
+    def useless(points, labels, current):
+        return [current], 0
+
+    same = annotate_with_clicks([truth], boxes, [proposal], 0, useless, t, max_clicks=3)
+    assert same == plain  # clicks that change nothing are not worth their seconds
+    already = annotate_with_clicks([truth], boxes, [truth], 0, fixes, t)
+    assert already.clicks == 0 and already.accepted
