@@ -79,7 +79,7 @@ def markdown(result: dict, command: str) -> str:
         return f"{p['edits_per_mask']:.2f}, {p['accepted_as_is']:.2f}, {p['seconds_per_mask']:.1f}" if p else ""
 
     seed_probes = result["seed"].get("probe", {})
-    modes = list(result["stages"]) + (["assisted+refine"] if "assisted+refine" in seed_probes else [])
+    modes = list(result["stages"]) + [f"{m}+refine" for m in result["stages"] if f"{m}+refine" in seed_probes]
     for mode in modes:
         seed_probe = result["seed"].get("probe", {}).get(mode)
         lines.append(

@@ -157,9 +157,10 @@ def probe(cfg: SimConfig, model: EngineModel | None, pages: list[Page], mode: st
     return summarise(annotate_pages(cfg, pages, [propose_page(model, p) for p in pages], mode))
 
 
-def probe_refine(cfg: SimConfig, model: EngineModel, pages: list[Page]) -> dict:
-    """The assisted stage's probe with refinement: the scripted annotator may click where the proposal is wrong
-    and let the model answer again (from the cached page encoding) before editing (:func:`annotate_with_clicks`)."""
+def probe_refine(cfg: SimConfig, model: EngineModel, pages: list[Page], mode: str = "assisted") -> dict:
+    """A stage's probe with refinement: the scripted annotator may click where the proposal is wrong and let the
+    model answer again (from the cached page encoding) before editing (:func:`annotate_with_clicks`); it writes
+    the questions in the assisted stage, not in the semi-automatic one."""
     rows = []
     for i, page in enumerate(pages):
         boxes = word_boxes(page)
@@ -171,7 +172,15 @@ def probe_refine(cfg: SimConfig, model: EngineModel, pages: list[Page]) -> dict:
                 return r.masks, r.best
 
             o = annotate_with_clicks(
-                truths(page, q), boxes, p.masks, p.best, refine, cfg.time, cfg.accept_iou, True, cfg.max_clicks
+                truths(page, q),
+                boxes,
+                p.masks,
+                p.best,
+                refine,
+                cfg.time,
+                cfg.accept_iou,
+                writes_question=mode == "assisted",
+                max_clicks=cfg.max_clicks,
             )
             rows.append(
                 {"edits": o.edits, "accepted": o.accepted, "seconds": o.seconds, "iou": o.iou, "clicks": o.clicks}
@@ -220,7 +229,8 @@ def simulate(cfg: SimConfig, out: Path, progress: bool = True) -> dict:
     eval_ds = DocumentDataset(eval_dir)
     probe_set = [eval_ds[i] for i in range(min(cfg.probe_pages, len(eval_ds)))]
     seed_eval["probe"] = {m: probe(cfg, seed_model, probe_set, m) for m in MODES}
-    seed_eval["probe"]["assisted+refine"] = probe_refine(cfg, seed_model, probe_set)
+    for mode in MODES:
+        seed_eval["probe"][f"{mode}+refine"] = probe_refine(cfg, seed_model, probe_set, mode)
     log.info("seed model: held-out mIoU %.3f", seed_eval["mIoU"])
     result: dict = {"config": asdict(cfg), "seed": seed_eval, "stages": {}}
 
@@ -265,8 +275,7 @@ def simulate(cfg: SimConfig, out: Path, progress: bool = True) -> dict:
                 "heldout": heldout,
                 "probe": probe(cfg, model, probe_set, mode),
             }
-            if mode == "assisted":  # the same probe, the annotator also clicking to refine
-                row["probe_refine"] = probe_refine(cfg, model, probe_set)
+            row["probe_refine"] = probe_refine(cfg, model, probe_set, mode)  # the same probe, also clicking
             if auto is not None:
                 row["automatic"] = auto
             row["seconds_wall"] = time.perf_counter() - t0

@@ -30,9 +30,11 @@ def test_one_short_simulated_round(tmp_path, tiny_model, monkeypatch):
         assert row["pages_annotated"] == 5 and row["masks"] > 0 and 0 <= row["accepted_as_is"] <= 1
         assert row["edits"] == round(row["edits_per_mask"] * row["masks"]) and 0 <= row["heldout"]["mIoU"] <= 1
         assert row["probe"]["masks"] == result["manual"]["probe"]["masks"] > 0  # the same probe pages every time
-    refine = result["stages"]["assisted"][0]["probe_refine"]
-    assert refine["masks"] == result["manual"]["probe"]["masks"] and 0 <= refine["clicks_per_mask"] <= 3
-    assert "assisted+refine" in result["seed"]["probe"]
+    for mode in ("assisted", "semi"):
+        refine = result["stages"][mode][0]["probe_refine"]
+        assert refine["masks"] == result["manual"]["probe"]["masks"] and 0 <= refine["clicks_per_mask"] <= 3
+        assert refine["seconds_per_mask"] <= result["stages"][mode][0]["probe"]["seconds_per_mask"] + 1e-9
+        assert f"{mode}+refine" in result["seed"]["probe"]
     semi = result["stages"]["semi"][0]["automatic"]
     assert semi["labels_considered"] > 0 and 0 <= semi["kept_fraction"] <= 1
     manual = result["manual"]
