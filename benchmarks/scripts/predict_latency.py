@@ -6,7 +6,8 @@ Usage: python benchmarks/scripts/predict_latency.py [--checkpoint DIR] [--preset
 
 Without --checkpoint the model has random weights (timing does not depend on the weights). For each size the
 preset's architecture is configured for that input; a synthetic 1024-px page is encoded ``--repeats`` times and
-``--questions`` questions are decoded against the cached encoding. Writes JSON and a bar plot beside it.
+``--questions`` questions are decoded against the cached encoding (``decode``: the decoder's logits;
+``predict``: the whole answer as ``docjepa predict`` makes it). Writes JSON and a bar plot beside it.
 """
 
 from __future__ import annotations
@@ -66,11 +67,15 @@ def main() -> None:
             predictor.set_page(pages[i % len(pages)])
             encode.append(time.perf_counter() - t)
         predictor.set_page(pages[0])
-        decode = []
+        decode, answer = [], []
         for q in questions:
             t = time.perf_counter()
             predictor.predict_logits(q)
             decode.append(time.perf_counter() - t)
+        for q in questions:  # the whole answer: decode, choose, snap or word answer, masks at page resolution
+            t = time.perf_counter()
+            predictor.predict(q)
+            answer.append(time.perf_counter() - t)
         row = {
             "size": size,
             "preset": args.preset,
@@ -78,6 +83,8 @@ def main() -> None:
             "encode_ms_median": 1e3 * statistics.median(encode),
             "decode_ms_median": 1e3 * statistics.median(decode),
             "decode_ms_p90": 1e3 * sorted(decode)[int(0.9 * (len(decode) - 1))],
+            "predict_ms_median": 1e3 * statistics.median(answer),
+            "predict_ms_p90": 1e3 * sorted(answer)[int(0.9 * (len(answer) - 1))],
             "questions": len(decode),
             "params_m": sum(p.numel() for p in predictor.model.parameters()) / 1e6,
             "threads": args.threads,
