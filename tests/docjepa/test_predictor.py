@@ -221,3 +221,28 @@ def test_predictor_answers_with_the_word_decoders_words_when_the_mask_misses(doc
     _, snapped = predictor.answer_mask(on, scores)
     assert snapped is not None and snapped[0] <= w.box[0] and snapped[2] >= w.box[2]
     assert snapped != box
+
+
+def test_a_page_resolution_mask_to_refine_keeps_small_words(docs, tok):
+    from docjepa.errors import UsageError
+
+    torch.manual_seed(0)
+    model = DocJepaForSegmentation(build_config("tiny", len(tok)))
+    page = DocumentDataset(docs / "d")[0]
+    predictor = DocumentPredictor(model, tok, device="cpu")
+    predictor.set_page(page)
+    mask = np.zeros((page.height, page.width), dtype=bool)
+    x0, y0, _, y1 = (round(v) for v in page.words[0].box)
+    mask[y0:y1, x0 : x0 + 2] = True  # two page pixels wide: less than one mask pixel
+    small = predictor.frame_mask(mask)
+    frame = predictor.scale * 128 / 256
+    assert small.shape == (128, 128) and small.any() and small.sum() <= 4 * (y1 - y0)
+    ys, xs = np.nonzero(small)
+    assert abs(xs.min() - x0 * frame) <= 1 and abs(ys.min() - y0 * frame) <= 1
+    assert not small[:, round(page.width * frame) + 1 :].any()  # nothing in the letterbox padding
+    predictor.predict_logits(page.questions[0].text, mask=small)
+    assert predictor.last_prompt.mask_prompt.sum() == small.sum() and predictor.last_prompt.lexical_boxes is None
+    with pytest.raises(UsageError, match="the mask is"):
+        predictor.frame_mask(mask[:10])
+    with pytest.raises(UsageError, match="mask prompt is 128 x 128"):
+        predictor.predict_logits(page.questions[0].text, mask=small[:64])
