@@ -32,6 +32,22 @@ def answer_masks(page: Page, question: int, scale: float, size: int) -> list[np.
     return out
 
 
+def questions_by_page(
+    roots: list[Path], split: SplitConfig, part: str, limit: int | None = None
+) -> tuple[list[tuple[int, int]], dict[int, list[int]]]:
+    """The ``part`` (page, question) pairs of ``roots`` (the first ``limit``), and the same grouped by page, so that
+    each page is encoded once; ValueError when there are none."""
+    pairs = question_pairs(roots, split, part)
+    if limit:
+        pairs = pairs[:limit]
+    if not pairs:
+        raise ValueError(f"no {part} questions in {', '.join(map(str, roots))}")
+    by_page: dict[int, list[int]] = defaultdict(list)
+    for p, q in pairs:
+        by_page[p].append(q)
+    return pairs, by_page
+
+
 def evaluate(
     predictor,
     roots: list[Path],
@@ -49,14 +65,7 @@ def evaluate(
     one row per question (kind, the chosen candidate's predicted IoU, the model's IoU, the baseline's IoU), for
     calibration and reliability diagrams.
     """
-    pairs = question_pairs(roots, split, part)
-    if limit:
-        pairs = pairs[:limit]
-    if not pairs:
-        raise ValueError(f"no {part} questions in {', '.join(map(str, roots))}")
-    by_page: dict[int, list[int]] = defaultdict(list)
-    for p, q in pairs:
-        by_page[p].append(q)
+    pairs, by_page = questions_by_page(roots, split, part, limit)
     pages = DocumentDataset(list(roots))
     model, base = Scores(), Scores()
     examples, rows = [], []

@@ -9,7 +9,6 @@ the question alone, scored exactly as :func:`docjepa.eval.evaluate.evaluate` sco
 
 from __future__ import annotations
 
-from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
@@ -17,10 +16,10 @@ from scipy import ndimage
 from tqdm.auto import tqdm
 
 from ..data.shards import DocumentDataset
-from ..data.split import SplitConfig, question_pairs
+from ..data.split import SplitConfig
 from ..predictor import choose_mask, page_region
-from .evaluate import answer_masks
-from .scores import Scores, best_answer
+from .evaluate import answer_masks, questions_by_page
+from .scores import Scores, best_answer, iou_parts
 
 CLICKS = (0, 1, 2, 3, 5)
 """Where the curve is read: the question alone, then after this many clicks."""
@@ -50,8 +49,8 @@ def next_click(pred: np.ndarray, truth: np.ndarray, region: np.ndarray | None = 
 
 
 def _iou(a: np.ndarray, b: np.ndarray) -> float:
-    union = int((a | b).sum())
-    return int((a & b).sum()) / union if union else 1.0
+    inter, union = iou_parts(a, b)
+    return inter / union if union else 1.0
 
 
 def click_curve(
@@ -66,12 +65,7 @@ def click_curve(
     """mIoU (and gIoU, per kind) after each number of ``clicks`` on the ``part`` questions of ``roots``; the
     answer after k clicks is the predictor's (its chosen candidate, snapped to words, else the word decoder's
     words) given the question, the k clicks and the answer after k − 1 clicks."""
-    pairs = question_pairs(roots, split, part)[:limit] if limit else question_pairs(roots, split, part)
-    if not pairs:
-        raise ValueError(f"no {part} questions in {', '.join(map(str, roots))}")
-    by_page: dict[int, list[int]] = defaultdict(list)
-    for p, q in pairs:
-        by_page[p].append(q)
+    pairs, by_page = questions_by_page(roots, split, part, limit)
     pages = DocumentDataset(list(roots))
     scores = {k: Scores() for k in clicks}
     bar = tqdm(total=len(pairs), desc=f"clicks ({part})", disable=not progress, dynamic_ncols=True)

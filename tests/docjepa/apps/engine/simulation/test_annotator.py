@@ -10,6 +10,15 @@ def _page(words):
     return Page("d", 0, 400, 300, b"", [Word(t, b) for t, b in words], "t")
 
 
+def _words(boxes, *ids):
+    """The mask of some words' boxes on a 400 × 300 page."""
+    m = np.zeros((300, 400), bool)
+    for i in ids:
+        x0, y0, x1, y1 = boxes[i]
+        m[y0:y1, x0:x1] = True
+    return m
+
+
 def test_scripted_annotator_counts_the_edits_the_page_needs():
     from docjepa.apps.engine.simulation.annotator import TimeModel, annotate, word_boxes
 
@@ -17,11 +26,7 @@ def test_scripted_annotator_counts_the_edits_the_page_needs():
     boxes = word_boxes(page)
 
     def words(*ids):
-        m = np.zeros((300, 400), bool)
-        for i in ids:
-            x0, y0, x1, y1 = boxes[i]
-            m[y0:y1, x0:x1] = True
-        return m
+        return _words(boxes, *ids)
 
     t = TimeModel()
     truth = words(0, 1)
@@ -54,11 +59,7 @@ def test_clicks_are_used_when_the_model_fixes_the_answer_sooner_than_edits():
     boxes = word_boxes(page)
 
     def words(*ids):
-        m = np.zeros((300, 400), bool)
-        for i in ids:
-            x0, y0, x1, y1 = boxes[i]
-            m[y0:y1, x0:x1] = True
-        return m
+        return _words(boxes, *ids)
 
     t = TimeModel()
     truth, proposal = words(0, 1, 2, 3), words(5)
