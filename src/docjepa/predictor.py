@@ -30,6 +30,10 @@ SNAP_AGREEMENT = 0.3
 WORD_LOGIT = 0.0
 """A word is in a word answer when the word decoder's logit of one of its tokens exceeds this (probability ½)."""
 
+ADDED_LATER = frozenset({"word_decoder.click.weight"})
+"""Weights added to the model after some checkpoints were saved, whose zero value changes nothing (a model saved
+without them loads with them at zero)."""
+
 FULL_PAGE = 0.9
 """A candidate mask covering at least this fraction of the page is not an answer (see :func:`choose_mask`)."""
 
@@ -236,7 +240,11 @@ class DocumentPredictor:
             model, info = DocJepaForSegmentation.from_pretrained(model_dir, output_loading_info=True)
         finally:
             hf_logging.set_verbosity(verbosity)
-        missing = info.get("missing_keys") or []
+        missing = set(info.get("missing_keys") or [])
+        for name in missing & ADDED_LATER:  # a model saved before these existed: zero, as if never used
+            with torch.no_grad():
+                model.get_parameter(name).zero_()
+        missing -= ADDED_LATER
         if missing:
             raise UsageError(f"{model_dir} lacks {len(missing)} weights of the model, e.g. {sorted(missing)[0]}")
         tok = PreTrainedTokenizerFast.from_pretrained(model_dir)

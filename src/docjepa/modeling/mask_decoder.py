@@ -131,6 +131,22 @@ def tokens_inside(mask: Tensor, cover: WordCover, length: int) -> Tensor:
     return out.index_put_((cover.sample[hits], cover.token[hits]), torch.ones_like(hits[hits]))
 
 
+def tokens_clicked(points: Tensor, labels: Tensor, cover: WordCover, length: int, image_size: int) -> Tensor:
+    """(B, L) what a person's clicks say of each token: 2 when a positive click (label 1) falls in its box, else 1
+    when a negative one does, else 0. points (B, P, 2) in pixels of the square input, labels (B, P)."""
+    b, m = cover.count.shape[0], cover.size
+    cell = (points.float() * m / image_size).long().clamp(0, m - 1)
+    pixel = cell[..., 1] * m + cell[..., 0]  # (B, P)
+    hits = torch.zeros(b, 2, m * m, dtype=torch.bool, device=points.device)  # [negative, positive] per pixel
+    rows = torch.arange(b, device=points.device).unsqueeze(1).expand_as(pixel)
+    hits[rows, labels.long().clamp(0, 1), pixel] = True
+    out = torch.zeros(b, length, dtype=torch.long, device=points.device)
+    for kind in (0, 1):  # positive written last: a token clicked both ways counts as positive
+        on = hits[cover.sample, kind, cover.pixel]
+        out.index_put_((cover.sample[on], cover.token[on]), torch.full_like(cover.token[on], kind + 1))
+    return out
+
+
 def paint(feats: Tensor, cover: WordCover) -> Tensor:
     """Token features (B, L, C) painted into their boxes → (B, C, size, size), averaged where boxes overlap."""
     b, _, c = feats.shape
@@ -161,7 +177,9 @@ class WordDecoder(nn.Module):
     CLIP token states, and the same question embedded with the text encoder's own word table, so a question
     word and the identical word on the page meet as identical vectors (the lexical match the OCR baseline
     relies on, learned rather than hand-coded), plus an exact-match flag per page token (as DrQA's reader)
-    and, given a mask prompt, a learned vector added to the tokens inside it.
+    and, given a mask prompt, a learned vector added to the tokens inside it, and, given clicks, a learned vector
+    for a positive and one for a negative click added to the tokens they fall on (a click on a word says whether
+    that word is in the answer, which the word's own logit can take directly).
     Each token gets an answer logit (trained on which tokens lie
     inside the answer) and features that are painted into its box and added to SAM's upscaled embedding.
     """
@@ -171,6 +189,7 @@ class WordDecoder(nn.Module):
         self.lexical = nn.Linear(text_dim, dim)
         self.match = nn.Embedding(2, dim)  # DrQA's exact-match feature: does this page token occur in the question?
         self.prior = nn.Linear(1, dim, bias=False)  # added to tokens inside the mask prompt (nothing to the rest)
+        self.click = nn.Embedding(3, dim, padding_idx=0)  # a token clicked: nothing, negative, positive
         self.self_blocks = nn.ModuleList(SelfBlock(dim, heads) for _ in range(layers))
         self.cross_blocks = nn.ModuleList(CrossBlock(dim, heads) for _ in range(layers))
         self.norm = nn.LayerNorm(dim)
@@ -187,10 +206,12 @@ class WordDecoder(nn.Module):
         question_words_mask: Tensor | None,
         match: Tensor | None = None,
         prior: Tensor | None = None,
+        clicks: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:
         """words (B, L, D) fused OCR tokens; question (B, T, D) prompt tokens; question_words (B, T', Ht) the
         question in the text encoder's word embeddings; match (B, L) bool, the page token's id occurs in the
-        question; prior (B, L) bool, the token lies inside the mask prompt → token logits (B, L), token
+        question; prior (B, L) bool, the token lies inside the mask prompt; clicks (B, L) 0/1/2, a person's
+        negative or positive click falls in the token's box (:func:`tokens_clicked`) → token logits (B, L), token
         features (B, L, out)."""
         memory, pad = question, question_mask == 0
         if question_words is not None:
@@ -201,6 +222,8 @@ class WordDecoder(nn.Module):
             x = x + self.match(match.long())
         if prior is not None:
             x = x + self.prior(prior.to(x.dtype).unsqueeze(-1))
+        if clicks is not None:
+            x = x + self.click(clicks).to(x.dtype)
         for self_block, cross in zip(self.self_blocks, self.cross_blocks):
             x = self_block(x, padding)
             x = cross(x, memory, kv_padding=pad)

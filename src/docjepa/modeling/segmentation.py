@@ -17,6 +17,7 @@ from .mask_decoder import (
     WordDecoder,
     paint,
     sam_loss,
+    tokens_clicked,
     tokens_inside,
     word_cover,
 )
@@ -123,8 +124,12 @@ class DocJepaForSegmentation(DocJepaPreTrainedModel):
             words = None
             if p.word_ids is not None:
                 words = self.backbone.text_encoder.bert.embeddings.word_embeddings(p.word_ids)
+            clicked = None
+            if p.points is not None:
+                size = self.config.image_size
+                clicked = tokens_clicked(p.points, p.point_labels, page.cover, page.text.shape[1], size)
             token_logits, feats = self.word_decoder(
-                page.text, page.attention_mask, q, q_mask, words, p.word_mask, p.word_match, inside
+                page.text, page.attention_mask, q, q_mask, words, p.word_mask, p.word_match, inside, clicked
             )
             high_res = high_res + paint(feats, page.cover)
         geo = self.prompt_encoder(p.points, p.point_labels, p.boxes)

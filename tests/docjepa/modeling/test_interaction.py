@@ -65,3 +65,50 @@ def test_click_rounds_train_the_decoder_with_points_and_the_previous_answer(docs
     torch.testing.assert_close(losses["loss"], plain["loss"] + 0.5 * losses["clicks"])
     losses["loss"].backward()
     assert model.prompt_encoder.point_kind.weight.grad.abs().sum() > 0  # points now train the prompt encoder
+
+
+def test_clicks_mark_the_tokens_they_fall_on(docs, tok, gen):
+    from docjepa.modeling.mask_decoder import tokens_clicked
+
+    b = seg_batch(docs, tok, question_pairs([docs / "d"], SplitConfig(), "all")[:2])
+    cover = word_cover(b["bbox"], b["attention_mask"], 64)
+    length = b["bbox"].shape[1]
+    # A click at the centre of token 3's box (sample 0, positive) and of token 5's (sample 1, negative).
+    centre = lambda i, t: (b["bbox"][i, t, :2] + b["bbox"][i, t, 2:]).float() / 2000 * 256  # noqa: E731
+    points = torch.stack([torch.stack([centre(0, 3)]), torch.stack([centre(1, 5)])])
+    labels = torch.tensor([[1], [0]])
+    marks = tokens_clicked(points, labels, cover, length, 256)
+    assert marks[0, 3] == 2 and marks[1, 5] == 1
+    # Against a loop over the boxes: a token is marked when the click's mask pixel lies in its box's pixels.
+    for i in range(2):
+        cx, cy = (points[i, 0] * 64 / 256).long().tolist()
+        for t in range(length):
+            x0, y0, x1, y1 = (b["bbox"][i, t].float() * 64 / 1000).tolist()
+            real = b["attention_mask"][i, t] > 0 and x1 > x0 and y1 > y0
+            inside = (
+                real
+                and int(x0) <= cx < max(int(-(-x1 // 1)), int(x0) + 1)
+                and int(y0) <= cy < max(int(-(-y1 // 1)), int(y0) + 1)
+            )
+            assert int(marks[i, t]) == ((2 if labels[i, 0] else 1) if inside else 0), (i, t)
+
+
+def test_a_model_saved_before_click_marks_loads_with_them_at_zero(docs, tok, tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    from docjepa.predictor import DocumentPredictor
+
+    torch.manual_seed(0)
+    model = DocJepaForSegmentation(build_config("tiny", len(tok)))
+    model.save_pretrained(tmp_path / "m")
+    tok.save_pretrained(tmp_path / "m")
+    weights = tmp_path / "m" / "model.safetensors"
+    state = load_file(weights)
+    del state["word_decoder.click.weight"]  # as saved before the click marks existed
+    save_file(state, weights, metadata={"format": "pt"})
+    predictor = DocumentPredictor.from_pretrained(tmp_path / "m")
+    assert predictor.model.word_decoder.click.weight.abs().sum() == 0
+    del state["word_decoder.prior.weight"]  # any other missing weight is still refused
+    save_file(state, weights, metadata={"format": "pt"})
+    with pytest.raises(Exception, match="lacks 1 weights"):
+        DocumentPredictor.from_pretrained(tmp_path / "m")
