@@ -252,7 +252,7 @@ def run_demo(cfg: DemoConfig, out: Path, progress: bool = True) -> dict:
     write_report(out, summary, examples)
     m, b = results["heldout"]["model"]["mIoU"], results["heldout"]["baseline"]["mIoU"]
     line = f"held-out mIoU: model {m:.3f} vs baseline {b:.3f}"
-    if real_result is not None:
+    if real_result is not None and "model" in real_result:
         line += f"; real pages: model {real_result['model']['mIoU']:.3f} vs {real_result['baseline']['mIoU']:.3f}"
     print(f"{line}  (report: {out / 'report.html'}, {timings['total'] / 60:.1f} min)")
     return summary

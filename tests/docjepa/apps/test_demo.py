@@ -48,8 +48,8 @@ def test_demo_quick_mode_writes_report_and_results(demo, capsys):
     for stage in stages:
         assert (demo / stage / "metrics.jsonl").is_file()
     assert Image.open(demo / "curves.png").size[0] == 450 * len(stages)  # one panel per stage run, none empty
-    # Training pages carry the extended wordings, evaluation pages the original ones (the fixed benchmark).
-    for split, phrasings in (("train", "extended"), ("eval", "original")):
+    # Training pages carry the business wordings, evaluation pages the original ones (the fixed benchmark).
+    for split, phrasings in (("train", "business"), ("eval", "original")):
         assert json.loads((demo / "data" / split / "generated.json").read_text())["phrasings"] == phrasings
     assert "per_template" in results["heldout"]["model"] and "Held-out questions per template" in html
     # Running again finds every stage complete and only re-evaluates.
