@@ -25,7 +25,7 @@ log = logging.getLogger("docjepa.apps.demo")
 
 @dataclass
 class DemoConfig:
-    """Sizes of the demo (defaults: 13-21 minutes on 2 CPU cores, depending on the machine's load)."""
+    """Sizes of the demo (defaults: 26-29 minutes on 2 CPU cores, depending on the machine's load)."""
 
     train_pages: int = 400
     """Synthetic pages to train on."""
@@ -90,6 +90,15 @@ class DemoConfig:
 
 def _stage(name: str, run: Path, steps: int, train, cfg, progress: bool) -> None:
     if Trainer.is_finished(run, steps):
+        import yaml
+
+        saved = yaml.safe_load((run / "config.yaml").read_text()) if (run / "config.yaml").is_file() else {}
+        trained_on = (saved or {}).get("data", {}).get("train")
+        if trained_on is not None and trained_on != [str(d) for d in cfg.data.train]:
+            raise ValueError(
+                f"{run} was trained on {trained_on}, not {[str(d) for d in cfg.data.train]} (real pages added or "
+                "removed?): use another --out"
+            )
         log.info("%s: already complete in %s", name, run)
         return
     resume = Trainer.checkpoint_step(run) is not None
