@@ -40,6 +40,12 @@ class PageEncoding:
     words: Tensor
     """(B, D/8, M, M) the page's words painted at the mask resolution M."""
 
+    def select(self, idx: Tensor) -> PageEncoding:
+        """The encodings of pages ``idx`` (1-D indices)."""
+        return PageEncoding(
+            self.image[idx], self.text[idx], self.attention_mask[idx], self.cover.select(idx), self.words[idx]
+        )
+
 
 @dataclass
 class SegmentationOutput:
@@ -184,13 +190,7 @@ class DocJepaForSegmentation(DocJepaPreTrainedModel):
         if not chosen.any():
             return None
         idx = chosen.nonzero().flatten()
-        sub = PageEncoding(
-            image=page.image[idx],
-            text=page.text[idx],
-            attention_mask=page.attention_mask[idx],
-            cover=page.cover.select(idx),
-            words=page.words[idx],
-        )
+        sub = page.select(idx)
         base = prompt.select(idx)
         truth = target[idx] > 0.5  # (b, 1, M, M)
         m = truth.shape[-1]
@@ -214,7 +214,7 @@ class DocJepaForSegmentation(DocJepaPreTrainedModel):
 
 def sample_clicks(answer: Tensor, truth: Tensor) -> tuple[Tensor, Tensor]:
     """One click per example (B, M, M) bool answers against (B, M, M) bool truths: a pixel drawn uniformly from the
-    error (missed ∪ wrongly marked), labelled 1 where the truth is (a missed part), 0 elsewhere; the truth's centre
+    error (missed ∪ wrongly marked), labelled 1 where the truth is (a missed part), 0 elsewhere; a pixel of the truth
     as a positive click when there is no error. → points (B, 2) as (x + ½, y + ½) in mask pixels, labels (B,)."""
     error = answer ^ truth
     m = error.shape[-1]

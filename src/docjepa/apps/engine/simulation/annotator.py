@@ -153,9 +153,9 @@ def annotate_with_clicks(
     labels: list[int] = []
     current = candidates[best]
     for n in range(1, max_clicks + 1):
-        if iou(current, max(truths, key=lambda t: iou(current, t))) >= accept_iou:
+        truth = max(truths, key=lambda t: iou(current, t))  # the valid answer the person is heading for
+        if iou(current, truth) >= accept_iou:
             break
-        truth = max(truths, key=lambda t: iou(current, t))
         click = next_click(current, truth)
         if click is None:
             break
