@@ -4,8 +4,10 @@
         --heldout runs/demo/data/eval --real runs/demo/real-benchmark/pages \\
         --out benchmarks/results/docjepa/clicks
 
-writes ``OUT/clicks.json`` (per model and question set: the curve, with per-kind gIoU at each point) and
-``OUT/clicks.png`` (mIoU against clicks).
+``--alone NAME=CHECKPOINT`` scores a model's own answers to the clicks, without the predictor's click rules
+(``docjepa.predictor.apply_clicks``). Writes ``OUT/clicks.json`` (per model and question set: the curve, with
+per-kind gIoU at each point; and each set's word ceiling, the best an answer of whole OCR words can score:
+``docjepa.eval.interactive.word_ceiling``) and ``OUT/clicks.png`` (mIoU against clicks).
 """
 
 from __future__ import annotations
@@ -22,11 +24,17 @@ def main() -> None:
     import matplotlib.pyplot as plt
 
     from docjepa.data.split import SplitConfig
-    from docjepa.eval.interactive import CLICKS, click_curve
+    from docjepa.eval.interactive import CLICKS, click_curve, word_ceiling
     from docjepa.predictor import DocumentPredictor
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", action="append", required=True, help="NAME=CHECKPOINT (repeat)")
+    ap.add_argument(
+        "--alone",
+        action="append",
+        default=[],
+        help="NAME=CHECKPOINT (repeat): the model's own answers to the clicks, without the predictor's click rules",
+    )
     ap.add_argument("--heldout", type=Path, required=True, help="synthetic evaluation pages (their held-out part)")
     ap.add_argument("--real", type=Path, default=None, help="the real-page benchmark's pages")
     ap.add_argument("--limit", type=int, default=400)
@@ -36,14 +44,19 @@ def main() -> None:
     if args.real:
         sets.append(("real pages", args.real, SplitConfig([], 0), "all"))
     result: dict = {"clicks": list(CLICKS), "models": {}}
-    for spec in args.model:
+    for spec, rules in [(m, True) for m in args.model] + [(m, False) for m in args.alone]:
         name, _, checkpoint = spec.partition("=")
-        predictor = DocumentPredictor.from_pretrained(checkpoint)
-        result["models"][name] = {"checkpoint": checkpoint}
+        predictor = DocumentPredictor.from_pretrained(checkpoint, click_rules=rules)
+        result["models"][name] = {"checkpoint": checkpoint, "click_rules": rules}
         for label, root, split, part in sets:
             curve = click_curve(predictor, [root], split, part, limit=args.limit, progress=False)
             result["models"][name][label] = curve
             print(name, label, {k: round(v["mIoU"], 3) for k, v in curve["curve"].items()}, flush=True)
+    result["word_ceiling"] = {
+        label: word_ceiling([root], split, predictor.model.config.mask_size, part, args.limit)
+        for label, root, split, part in sets
+    }
+    print("word ceiling", {k: round(v["mIoU"], 3) for k, v in result["word_ceiling"].items()}, flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "clicks.json").write_text(json.dumps(result, indent=1) + "\n")
     fig, axes = plt.subplots(1, len(sets), figsize=(5 * len(sets), 3.6), squeeze=False)

@@ -9,6 +9,7 @@ word clicks and boxes), with the model's proposal (assisted: it writes the quest
 the engine asked the question), and with the proposal plus up to ``--max-clicks`` refinement clicks, each placed
 where the answer is most wrong and answered again by the model from the cached page encoding (assisted+refine),
 taken only when they save time (assisted+refine, semi+refine). The pages are the same for every mode and model.
+``--alone NAME=CHECKPOINT``: refinement by the model's own answers, without the predictor's click rules.
 """
 
 from __future__ import annotations
@@ -25,6 +26,12 @@ def main() -> None:
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", action="append", required=True, help="NAME=CHECKPOINT (repeat)")
+    ap.add_argument(
+        "--alone",
+        action="append",
+        default=[],
+        help="NAME=CHECKPOINT (repeat): refined by the model's own answers, without the predictor's click rules",
+    )
     ap.add_argument("--pages", type=Path, required=True, help="pages with true answers (shards)")
     ap.add_argument("--n", type=int, default=30)
     ap.add_argument("--max-clicks", type=int, default=3)
@@ -35,16 +42,17 @@ def main() -> None:
     pages = [ds[i] for i in range(min(args.n, len(ds)))]
     result: dict = {"pages": len(pages), "time_model": cfg.time.__dict__, "manual": probe(cfg, None, pages, "manual")}
     print("manual", json.dumps(result["manual"]), flush=True)
-    for spec in args.model:
+    for spec, rules in [(m, True) for m in args.model] + [(m, False) for m in args.alone]:
         name, _, checkpoint = spec.partition("=")
         model = EngineModel(checkpoint).load()
+        model.predictor.click_rules = rules
         runs = {
             "assisted": probe(cfg, model, pages, "assisted"),
             "assisted+refine": probe_refine(cfg, model, pages, "assisted"),
             "semi": probe(cfg, model, pages, "semi"),
             "semi+refine": probe_refine(cfg, model, pages, "semi"),
         }
-        result[name] = {"checkpoint": checkpoint, **runs}
+        result[name] = {"checkpoint": checkpoint, "click_rules": rules, **runs}
         for mode, r in runs.items():
             print(name, mode, json.dumps(r), flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -5,6 +5,9 @@ predictor.set_page(page)                       # or set_image(pil_image, words)
 p = predictor.predict("What is the invoice number?")
 p.answer                                       # (H, W) bool answer mask at page resolution
 p.masks[p.best]                                # the same before snapping to the OCR words
+current = predictor.frame_mask(p.answer)
+p = predictor.predict("What is the invoice number?", points=[(412, 88)], point_labels=[0], mask=current)
+                                               # corrected: the word at (412, 88) is not the answer (apply_clicks)
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from PIL import Image
 
+from .clicks import apply_clicks, boxes_mask, line_boxes, words_in
 from .data.collate import CollateConfig, DocumentCollator
 from .data.prompt import PromptBuilder, QuestionPrompt, box_mask
 from .data.record import Page, Word, union_box
@@ -75,13 +79,8 @@ def page_region(page: Page, frame: float, size: int) -> np.ndarray:
 def words_box(mask: np.ndarray, page: Page, frame: float) -> tuple[float, float, float, float] | None:
     """The box (page pixels) around the OCR words whose centre lies inside ``mask`` (a boolean square-frame mask,
     page pixels × ``frame`` = mask pixels), or None when it covers none."""
-    size = mask.shape[-1]
-    inside = []
-    for w in page.words:
-        cx, cy = int((w.box[0] + w.box[2]) / 2 * frame), int((w.box[1] + w.box[3]) / 2 * frame)
-        if 0 <= cx < size and 0 <= cy < size and mask[cy, cx]:
-            inside.append(w.box)
-    return union_box(inside, 0.0) if inside else None
+    inside = words_in(mask, page, frame)
+    return union_box([page.words[i].box for i in inside], 0.0) if inside else None
 
 
 def snap_to_words(
@@ -121,28 +120,6 @@ def answer_words(logits: torch.Tensor, threshold: float = WORD_LOGIT) -> list[in
         return []
     chosen = torch.nonzero(logits > threshold).flatten().tolist()
     return chosen or [int(logits.argmax())]
-
-
-def line_boxes(page: Page, words: list[int]) -> list[tuple[float, float, float, float]]:
-    """The boxes (page pixels) of ``words`` grouped into lines: a word joins the line whose last word's box spans
-    its vertical centre. One box per line, so words picked on two lines do not cover the space between them."""
-    lines: list[list[tuple[float, float, float, float]]] = []
-    for box in sorted((page.words[i].box for i in words), key=lambda b: (b[1], b[0])):
-        cy = (box[1] + box[3]) / 2
-        line = next((ln for ln in lines if ln[-1][1] <= cy <= ln[-1][3]), None)
-        if line is None:
-            lines.append([box])
-        else:
-            line.append(box)
-    return [union_box(line) for line in lines]
-
-
-def boxes_mask(boxes: list[tuple[float, float, float, float]], page: Page, frame: float, size: int) -> np.ndarray:
-    """Page-pixel boxes drawn as answers are drawn (``box_mask``) into one (size, size) bool mask."""
-    mask = np.zeros((size, size), dtype=bool)
-    for box in boxes:
-        mask |= box_mask(box, page, frame, size)
-    return mask
 
 
 @dataclass
@@ -195,13 +172,17 @@ class DocumentPredictor:
         snap: float | None = SNAP_AGREEMENT,
         calibration=None,
         word_answers: bool = True,
+        click_rules: bool = True,
     ) -> None:
         """``snap``: the ``min_agreement`` with which answers are snapped to the OCR words (None: never);
         ``calibration``: a :class:`~docjepa.calibration.Calibration` (``from_pretrained`` loads the model's own);
         ``word_answers``: when the chosen mask covers no words it agrees with, answer with the words the word
-        decoder picks (see :meth:`answer_mask`)."""
+        decoder picks (see :meth:`answer_mask`); ``click_rules``: make answers agree with the clicks in the prompt
+        (:func:`apply_clicks`; False: the model's own answer to them)."""
         self.word_answers = word_answers
+        self.click_rules = click_rules
         self.last_token_logits: torch.Tensor | None = None
+        self.last_clicks: tuple[np.ndarray, list[int]] | None = None
         self.calibration = calibration
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         self.model = model.to(self.device).eval()
@@ -225,6 +206,7 @@ class DocumentPredictor:
         device: str | torch.device | None = None,
         snap: float | None = SNAP_AGREEMENT,
         word_answers: bool = True,
+        click_rules: bool = True,
     ) -> DocumentPredictor:
         """From a fine-tuning run folder, checkpoint folder or model folder (tokenizers are stored with it)."""
         from transformers import AutoTokenizer, PreTrainedTokenizerFast
@@ -253,7 +235,16 @@ class DocumentPredictor:
         from .calibration import Calibration
 
         calibration = Calibration.load(model_dir)
-        return cls(model, tok, qtok, device=device, snap=snap, calibration=calibration, word_answers=word_answers)
+        return cls(
+            model,
+            tok,
+            qtok,
+            device=device,
+            snap=snap,
+            calibration=calibration,
+            word_answers=word_answers,
+            click_rules=click_rules,
+        )
 
     @torch.no_grad()
     def set_page(self, page: Page) -> None:
@@ -322,6 +313,11 @@ class DocumentPredictor:
         """(N, M, M) logits in the square frame and (N,) scores. Points (P, 2) / box (4,) in page pixels; ``mask``:
         (M, M) the answer to refine (see :meth:`prompt`)."""
         self.last_prompt = self.prompt(question, points, point_labels, box, mask)
+        self.last_clicks = None
+        if points is not None and len(points):
+            labels = point_labels if point_labels is not None else [1] * len(points)
+            prev = None if mask is None else np.asarray(mask, dtype=bool)
+            self.last_clicks = (np.asarray(points, dtype=np.float64).reshape(-1, 2), list(labels), prev)
         out = self.model.decode(self.encoding, self.last_prompt, multimask)
         self.last_token_logits = None if out.token_logits is None else out.token_logits[0]
         return out.masks[0].float(), out.iou[0].float()
@@ -347,7 +343,20 @@ class DocumentPredictor:
         the decoder's mask pixels, not for its per-token logits. Only the page's part of the frame counts: the
         letterbox padding around it is never part of an answer. When the chosen candidate covers the whole page
         (:data:`FULL_PAGE`; it is chosen only when every candidate does), the model has no answer and the mask is
-        empty."""
+        empty.
+
+        When the prompt held points (a person's clicks), the answer is then made to agree with them
+        (:func:`apply_clicks`): a click on a word is a plain statement about that word."""
+        mask, lines = self._model_answer(logits, scores, best)
+        if self.last_clicks is None or not self.click_rules:
+            return mask, lines
+        frame = self.scale * logits.shape[-1] / self.size
+        return apply_clicks(mask, lines, self.page, frame, *self.last_clicks)
+
+    def _model_answer(
+        self, logits: torch.Tensor, scores: torch.Tensor, best: int | None = None
+    ) -> tuple[np.ndarray, list[tuple[float, float, float, float]] | None]:
+        """:meth:`answer_lines` before the clicks are applied."""
         frame = self.scale * logits.shape[-1] / self.size  # page pixels → mask pixels
         region = page_region(self.page, frame, logits.shape[-1])
         chosen = choose_mask(logits, scores, region)

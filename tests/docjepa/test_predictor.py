@@ -19,6 +19,15 @@ def _page(words: list[tuple[str, tuple]]) -> list[Word]:
     return [Word(t, b) for t, b in words]
 
 
+def _on_first_page(docs, tok) -> tuple[DocumentPredictor, Page]:
+    """A predictor with an untrained tiny model (seed 0), the first synthetic page set."""
+    torch.manual_seed(0)
+    predictor = DocumentPredictor(DocJepaForSegmentation(build_config("tiny", len(tok))), tok, device="cpu")
+    page = DocumentDataset(docs / "d")[0]
+    predictor.set_page(page)
+    return predictor, page
+
+
 def test_choose_mask_skips_empty_candidates(gen):
     logits = torch.randn(3, 16, 16, generator=gen)
     logits[1] = -torch.rand(16, 16, generator=gen) - 0.1  # nothing above 0: an empty mask
@@ -173,11 +182,7 @@ def test_word_logits_answer_words_and_lines():
 def test_predictor_answers_with_the_word_decoders_words_when_the_mask_misses(docs, tok):
     from docjepa.predictor import boxes_mask, line_boxes, page_region
 
-    torch.manual_seed(0)
-    model = DocJepaForSegmentation(build_config("tiny", len(tok)))
-    page = DocumentDataset(docs / "d")[0]
-    predictor = DocumentPredictor(model, tok, device="cpu")
-    predictor.set_page(page)
+    predictor, page = _on_first_page(docs, tok)
     predictor.predict_logits(page.questions[0].text)
     tokens = predictor.last_token_logits
     assert tokens is not None and tokens.shape == predictor.word_index.shape
@@ -226,11 +231,7 @@ def test_predictor_answers_with_the_word_decoders_words_when_the_mask_misses(doc
 def test_a_page_resolution_mask_to_refine_keeps_small_words(docs, tok):
     from docjepa.errors import UsageError
 
-    torch.manual_seed(0)
-    model = DocJepaForSegmentation(build_config("tiny", len(tok)))
-    page = DocumentDataset(docs / "d")[0]
-    predictor = DocumentPredictor(model, tok, device="cpu")
-    predictor.set_page(page)
+    predictor, page = _on_first_page(docs, tok)
     mask = np.zeros((page.height, page.width), dtype=bool)
     x0, y0, _, y1 = (round(v) for v in page.words[0].box)
     mask[y0:y1, x0 : x0 + 2] = True  # two page pixels wide: less than one mask pixel
@@ -246,3 +247,27 @@ def test_a_page_resolution_mask_to_refine_keeps_small_words(docs, tok):
         predictor.frame_mask(mask[:10])
     with pytest.raises(UsageError, match="mask prompt is 128 x 128"):
         predictor.predict_logits(page.questions[0].text, mask=small[:64])
+
+
+def test_predictor_answers_agree_with_the_clicks_it_was_given(docs, tok):
+    from docjepa.clicks import words_in
+
+    predictor, page = _on_first_page(docs, tok)
+    frame = predictor.scale * 128 / 256
+    question = page.questions[0].text
+    logits, scores = predictor.predict_logits(question)
+    plain, _ = predictor.answer_mask(logits, scores)
+    chosen = set(words_in(plain, page, frame))
+    off = next(i for i in range(len(page.words)) if i not in chosen)
+    w = page.words[off]
+    centre = ((w.box[0] + w.box[2]) / 2, (w.box[1] + w.box[3]) / 2)
+    logits, scores = predictor.predict_logits(question, [centre], [1])
+    assert off in words_in(predictor.answer_mask(logits, scores)[0], page, frame)
+    logits, scores = predictor.predict_logits(question, [centre], [0])
+    assert off not in words_in(predictor.answer_mask(logits, scores)[0], page, frame)
+    for k in range(logits.shape[0]):  # every candidate the engine offers agrees with the click
+        full, _ = predictor.page_answer(logits, scores, k)
+        y, x = int(centre[1]), int(centre[0])
+        assert not full[y, x]
+    predictor.predict_logits(question)  # a question alone: no clicks remembered from before
+    assert predictor.last_clicks is None

@@ -2,7 +2,8 @@
 
 A simulated person looks at the current answer and clicks once where it is most wrong, as SAM's and RITM's
 evaluations do: in the larger of the missed part (a positive click) and the wrongly marked part (a negative
-click), at the pixel farthest from that region's edge. The model answers again from the cached page encoding
+click), at the pixel farthest from that region's edge (the one nearest its middle when several are: in a
+line of text two or three pixels tall, most are). The model answers again from the cached page encoding
 with every click so far as point prompts and its current answer as the mask prompt; the question stays. Click 0 is
 the question alone, scored exactly as :func:`docjepa.eval.evaluate.evaluate` scores it.
 """
@@ -15,6 +16,7 @@ import numpy as np
 from scipy import ndimage
 from tqdm.auto import tqdm
 
+from ..clicks import boxes_mask, word_blocks, words_in
 from ..data.shards import DocumentDataset
 from ..data.split import SplitConfig
 from ..predictor import choose_mask, page_region
@@ -28,7 +30,8 @@ CLICKS = (0, 1, 2, 3, 5)
 def next_click(pred: np.ndarray, truth: np.ndarray, region: np.ndarray | None = None) -> tuple[int, int, int] | None:
     """(y, x, label) in mask pixels of the click a person makes on ``pred`` to reach ``truth`` (both (M, M) bool;
     ``region``: where the page lies): label 1 inside the larger missed part, 0 inside the larger wrongly marked
-    part, at its pixel farthest from the part's edge. None when there is nothing to fix."""
+    part, at its pixel farthest from the part's edge (of several, the one nearest the part's centre of mass). None
+    when there is nothing to fix."""
     region = np.ones_like(truth, dtype=bool) if region is None else region
     missed, wrong = truth & ~pred & region, pred & ~truth & region
     best = None
@@ -44,8 +47,10 @@ def next_click(pred: np.ndarray, truth: np.ndarray, region: np.ndarray | None = 
         return None
     part, label = best
     depth = ndimage.distance_transform_edt(np.pad(part, 1))[1:-1, 1:-1]
-    y, x = np.unravel_index(int(np.argmax(depth)), depth.shape)
-    return int(y), int(x), label
+    ys, xs = np.nonzero(depth == depth.max())  # a line of text is 2 or 3 pixels tall: many pixels are deepest
+    cy, cx = ndimage.center_of_mass(part)
+    k = int(np.argmin((ys - cy) ** 2 + (xs - cx) ** 2))
+    return int(ys[k]), int(xs[k]), label
 
 
 def _iou(a: np.ndarray, b: np.ndarray) -> float:
@@ -106,3 +111,27 @@ def click_curve(
         summary.pop("per_template", None)
         out["curve"][str(k)] = summary
     return out
+
+
+def word_ceiling(
+    roots: list[Path], split: SplitConfig, mask_size: int, part: str = "heldout", limit: int | None = None
+) -> dict:
+    """The best an answer made of whole OCR words can score: mIoU of each question's true answer against its own
+    words (those whose centre it covers) drawn as the predictor draws a word answer (:func:`word_blocks`), at the
+    decoder's resolution (``mask_size``). Where an answer is smaller than a mask pixel, or not the words' boxes (a
+    form field, a figure), clicks on words cannot reach it."""
+    pairs, by_page = questions_by_page(roots, split, part, limit)
+    pages = DocumentDataset(list(roots))
+    size = mask_size
+    ious = []
+    for p, questions in by_page.items():
+        page = pages[p]
+        frame = size / max(page.width, page.height)  # page pixels → mask pixels, as set_page letterboxes it
+        for q in questions:
+            best = 0.0
+            for truth in answer_masks(page, q, frame, size):
+                words = words_in(truth, page, frame)
+                drawn = boxes_mask(word_blocks(page, words), page, frame, size) if words else np.zeros_like(truth)
+                best = max(best, _iou(drawn, truth))
+            ious.append(best)
+    return {"split": part, "questions": len(pairs), "mIoU": float(np.mean(ious))}

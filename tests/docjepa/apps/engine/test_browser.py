@@ -169,10 +169,20 @@ def test_annotate_in_a_real_browser(served):
     assert db.integrity_problems() == []
 
 
+def _marked(driver, index: int) -> bool:
+    """Whether the page's mask covers the centre of word ``index``."""
+    return driver.execute_script(
+        "const b = window.engine.page.words[arguments[0]].box;"
+        "const x = Math.round((b[0] + b[2]) / 2), y = Math.round((b[1] + b[3]) / 2);"
+        "return document.getElementById('mask').getContext('2d').getImageData(x, y, 1, 1).data[3] > 0;",
+        index,
+    )
+
+
 def test_clicks_send_the_answer_back_to_the_model(served, tiny_proposer):
     """The Model tool: a click and a right-click on words go to the model with the current mask, which answers
-    again (new candidates, the best selected); Ctrl+Z takes the last click back; the submitted answer counts both
-    corrections as edits."""
+    again (new candidates, the best selected, holding the word clicked in and not the one clicked out); Ctrl+Z
+    takes the last click back; the submitted answer counts both corrections as edits."""
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
@@ -197,8 +207,10 @@ def test_clicks_send_the_answer_back_to_the_model(served, tiny_proposer):
         _click_word(driver, 0)
         wait.until(lambda d: d.execute_script("return window.engine.refines.length") == 1 and len(calls) == 1)
         wait.until(lambda d: "answered again" in d.find_element(By.ID, "status").text)
+        assert _marked(driver, 0)  # the new answer holds the word clicked in
         _click_word(driver, n // 2, right=True)
         wait.until(lambda d: len(calls) == 2 and "answered again" in d.find_element(By.ID, "status").text)
+        assert _marked(driver, 0) and not _marked(driver, n // 2)  # and not the word clicked out
         assert calls[0]["labels"] == [1] and calls[1]["labels"] == [1, 0] and calls[1]["mask"] is not None
         assert driver.execute_script("return window.engine.prompts.length") == 2
         ActionChains(driver).key_down(Keys.CONTROL).send_keys("z").key_up(Keys.CONTROL).perform()
