@@ -182,7 +182,7 @@ class DocumentPredictor:
         self.word_answers = word_answers
         self.click_rules = click_rules
         self.last_token_logits: torch.Tensor | None = None
-        self.last_clicks: tuple[np.ndarray, list[int]] | None = None
+        self.last_clicks: tuple[np.ndarray, list[int], np.ndarray | None] | None = None  # points, labels, answer seen
         self.calibration = calibration
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         self.model = model.to(self.device).eval()
