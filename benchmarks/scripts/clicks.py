@@ -22,19 +22,14 @@ def main() -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from model_arms import add_model_args, model_arms
 
     from docjepa.data.split import SplitConfig
     from docjepa.eval.interactive import CLICKS, click_curve, word_ceiling
     from docjepa.predictor import DocumentPredictor
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", action="append", required=True, help="NAME=CHECKPOINT (repeat)")
-    ap.add_argument(
-        "--alone",
-        action="append",
-        default=[],
-        help="NAME=CHECKPOINT (repeat): the model's own answers to the clicks, without the predictor's click rules",
-    )
+    add_model_args(ap, "the model's own answers to the clicks, without the predictor's click rules")
     ap.add_argument("--heldout", type=Path, required=True, help="synthetic evaluation pages (their held-out part)")
     ap.add_argument("--real", type=Path, default=None, help="the real-page benchmark's pages")
     ap.add_argument("--limit", type=int, default=400)
@@ -44,8 +39,7 @@ def main() -> None:
     if args.real:
         sets.append(("real pages", args.real, SplitConfig([], 0), "all"))
     result: dict = {"clicks": list(CLICKS), "models": {}}
-    for spec, rules in [(m, True) for m in args.model] + [(m, False) for m in args.alone]:
-        name, _, checkpoint = spec.partition("=")
+    for name, checkpoint, rules in model_arms(args):
         predictor = DocumentPredictor.from_pretrained(checkpoint, click_rules=rules)
         result["models"][name] = {"checkpoint": checkpoint, "click_rules": rules}
         for label, root, split, part in sets:

@@ -20,18 +20,14 @@ from pathlib import Path
 
 
 def main() -> None:
+    from model_arms import add_model_args, model_arms
+
     from docjepa.apps.engine.model import EngineModel
     from docjepa.apps.engine.simulation.run import SimConfig, probe, probe_refine
     from docjepa.data.shards import DocumentDataset
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", action="append", required=True, help="NAME=CHECKPOINT (repeat)")
-    ap.add_argument(
-        "--alone",
-        action="append",
-        default=[],
-        help="NAME=CHECKPOINT (repeat): refined by the model's own answers, without the predictor's click rules",
-    )
+    add_model_args(ap, "refined by the model's own answers, without the predictor's click rules")
     ap.add_argument("--pages", type=Path, required=True, help="pages with true answers (shards)")
     ap.add_argument("--n", type=int, default=30)
     ap.add_argument("--max-clicks", type=int, default=3)
@@ -42,8 +38,7 @@ def main() -> None:
     pages = [ds[i] for i in range(min(args.n, len(ds)))]
     result: dict = {"pages": len(pages), "time_model": cfg.time.__dict__, "manual": probe(cfg, None, pages, "manual")}
     print("manual", json.dumps(result["manual"]), flush=True)
-    for spec, rules in [(m, True) for m in args.model] + [(m, False) for m in args.alone]:
-        name, _, checkpoint = spec.partition("=")
+    for name, checkpoint, rules in model_arms(args):
         model = EngineModel(checkpoint).load()
         model.predictor.click_rules = rules
         runs = {
