@@ -201,3 +201,24 @@ def test_business_pages_keep_layout_values_and_questions():
                 assert digits == re.sub(r"\D", "", ta), (ta, tb)
                 changed += ta != tb
     assert changed > 0  # some amounts are printed in another format
+
+
+def test_fonts_fall_back_to_matplotlibs_dejavu_where_none_is_installed(tmp_path, monkeypatch):
+    """A machine without Debian's fonts (a lent GPU machine) draws pages in matplotlib's DejaVu, not in Pillow's
+    bitmap font; where the system's fonts exist they are used as before."""
+    from docjepa.data.synth import canvas
+
+    installed = canvas.available_fonts()
+    monkeypatch.setattr(canvas, "FONT_DIRS", [tmp_path / "no-fonts-here"])
+    canvas.available_fonts.cache_clear()
+    try:
+        fonts = canvas.available_fonts()
+        assert all(fonts[fam] for fam in canvas.FAMILIES)
+        assert all(f.parent == canvas.bundled_font_dir() and f.name.startswith("DejaVu") for f in fonts["serif"])
+        monkeypatch.setattr(canvas, "bundled_font_dir", lambda: None)
+        canvas.available_fonts.cache_clear()
+        assert not any(canvas.available_fonts().values())
+    finally:
+        monkeypatch.undo()
+        canvas.available_fonts.cache_clear()
+    assert canvas.available_fonts() == installed

@@ -23,10 +23,29 @@ FAMILIES = {
 }
 
 
+def bundled_font_dir() -> Path | None:
+    """The DejaVu fonts matplotlib (a docjepa dependency) carries: the fonts of a machine with none installed."""
+    try:
+        import matplotlib
+    except ImportError:
+        return None
+    folder = Path(matplotlib.get_data_path()) / "fonts" / "ttf"
+    return folder if folder.is_dir() else None
+
+
 @functools.cache
 def available_fonts() -> dict[str, list[Path]]:
-    """Installed font files per family (empty lists when none is installed)."""
-    return {fam: [d / n for n in names for d in FONT_DIRS if (d / n).is_file()] for fam, names in FAMILIES.items()}
+    """Installed font files per family; where the system has none of them, matplotlib's DejaVu; empty lists when
+    neither is there."""
+
+    def found(dirs: list[Path]) -> dict[str, list[Path]]:
+        return {fam: [d / n for n in names for d in dirs if (d / n).is_file()] for fam, names in FAMILIES.items()}
+
+    fonts = found(FONT_DIRS)
+    bundled = bundled_font_dir()
+    if not any(fonts.values()) and bundled is not None:
+        fonts = found([bundled])
+    return fonts
 
 
 @functools.lru_cache(maxsize=256)
