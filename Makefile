@@ -6,13 +6,16 @@
 # make demo-rsngd : a short optimizer example (about 1 minute)
 # make bench : the optimizer benchmark on the cpu preset (Shakespeare, tuned settings; about 20 minutes)
 # make docs  : the documentation site into runs/site (strict: a broken link or image fails)
+# make gpu   : the GPU evidence in one command, inside BUDGET seconds (default 480), on a lent GPU machine
+#              (docs/gpu.md); make gpu DRY=1: the same code on the CPU at tiny shapes (the test suite runs it)
+# make gpu-data : the corpora, tokenizer and wheels make gpu needs there, into runs/gpu-data (carried along)
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PIP    := $(BIN)/python -m pip install -q --disable-pip-version-check -c constraints.txt
 
-.PHONY: setup test test-slow lint docs demo demo-rsngd bench clean
+.PHONY: setup test test-slow lint docs demo demo-rsngd bench gpu gpu-data clean
 
 setup: $(STAMP)
 
@@ -60,6 +63,21 @@ demo-rsngd: setup
 bench: setup
 	HF_HUB_OFFLINE=1 $(BIN)/rsngd bench --preset cpu --data shakespeare --out runs/bench/results.json
 	$(BIN)/rsngd bench report runs/bench/results.json --out runs/bench/report
+
+# A GPU machine has its own Python with torch and no .venv: the project runs from src/ there, with the wheels it
+# lacks (runs/gpu-data/wheels) installed beside it.
+BUDGET   ?= 480
+GPU_DATA ?= runs/gpu-data
+GPU_PY   := $(if $(wildcard $(BIN)/python),$(BIN)/python,python3)
+
+gpu: $(if $(DRY),setup)
+	@if [ -z "$(DRY)" ] && ls $(GPU_DATA)/wheels/*.whl >/dev/null 2>&1; then \
+		$(GPU_PY) -m pip install -q --no-index --no-deps --no-compile --target runs/gpu-site $(GPU_DATA)/wheels/*.whl; fi
+	HF_HUB_OFFLINE=1 PYTHONPATH=src:runs/gpu-site $(GPU_PY) benchmarks/scripts/gpu.py run --budget-s $(BUDGET) \
+		$(if $(DRY),--dry-run,$(if $(wildcard $(GPU_DATA)),--shared $(GPU_DATA) --cache $(GPU_DATA)/cache)) $(GPU_ARGS)
+
+gpu-data: setup
+	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/scripts/gpu.py prepare $(GPU_DATA)
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .ruff_cache

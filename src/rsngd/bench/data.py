@@ -46,11 +46,16 @@ def read_corpus(spec: str, shared: Path = SHARED) -> tuple[str, str, str]:
         )
         return _read(root / "valid.txt"), _read(root / "test.txt"), note
     if spec == "gcide":
-        if not GCIDE.is_file():
-            raise SystemExit(f"gcide: no {GCIDE}; install it with `apt-get install dict-gcide` (Debian/Ubuntu)")
-        text = _read(GCIDE)
+        # Debian's installed file, else a copy beside the other corpora (a machine without apt, e.g. a lent GPU).
+        path = GCIDE if GCIDE.is_file() else shared / GCIDE.name
+        if not path.is_file():
+            raise SystemExit(
+                f"gcide: no {GCIDE} nor {shared / GCIDE.name}; install it with `apt-get install dict-gcide` "
+                "(Debian/Ubuntu)"
+            )
+        text = _read(path)
         cut = int(0.9 * len(text))
-        return text[:cut], text[cut:], f"{GCIDE}: first 90 % train (entries A to Ti), last 10 % validation (Ti to Z)"
+        return text[:cut], text[cut:], f"{path}: first 90 % train (entries A to Ti), last 10 % validation (Ti to Z)"
     paths = [Path(p) for p in spec.split(",")]
     text = "\n".join(_read(p) for p in paths)
     cut = int(0.9 * len(text))

@@ -160,6 +160,12 @@ def test_compressed_files_and_gcide_are_read_and_named(tmp_path, monkeypatch):
     monkeypatch.setattr(data, "GCIDE", tmp_path / "absent.dz")
     with pytest.raises(SystemExit, match="apt-get install dict-gcide"):
         load_corpus("gcide", 300, cache=tmp_path / "cache")
+    # Without Debian's file, a copy beside the other corpora (what `gpu.py prepare` carries to a GPU machine).
+    monkeypatch.setattr(data, "GCIDE", tmp_path / "absent" / "gcide.dict.dz")
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "shared" / "gcide.dict.dz").write_bytes(packed.read_bytes())
+    copy = load_corpus("gcide", 300, cache=tmp_path / "cache", shared=tmp_path / "shared")
+    assert torch.equal(copy.train, corpus.train) and str(tmp_path / "shared") in copy.note
 
 
 def test_missing_corpus_is_a_clear_error(tmp_path):

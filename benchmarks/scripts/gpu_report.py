@@ -1,0 +1,225 @@
+"""``gpu.py prepare`` (the text to carry to a GPU machine) and ``gpu.py report`` (docs/gpu.md from the GPU JSON).
+
+The report reads every ``benchmarks/results/gpu/<device>/`` folder (a dry run's folder, ``cpu-dry-run``, is never
+reported) and fills the ``gpu`` section of docs/gpu.md: per device, the memory table, the loss table with its
+plot (``docs/images/gpu/<device>-lm.png``) and the Document-JEPA tables. With no folder, the section says so.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from docsections import fill_section
+
+START, END = "<!-- gpu:start -->", "<!-- gpu:end -->"
+GALORE_7B_GB = 22.0
+SCALE_1B_GB = 2.81
+
+
+def prepare(folder: Path, shared: Path) -> None:
+    """What ``make gpu`` needs on a GPU machine that has neither the corpora nor the internet, in one folder to carry
+    there (``make gpu-data``): GCIDE's ``gcide.dict.dz`` (``apt-get download dict-gcide``, unpacked, nothing
+    installed), WikiText-2 and Tiny Shakespeare from ``shared``, the 32,000-piece BPE of part 2 learnt here
+    (``cache/``: the GPU then only tokenizes), and ``wheels/``: pure-Python wheels the GPU image lacks (Faker, which
+    the synthetic pages need)."""
+    from importlib.metadata import version
+
+    from rsngd.bench.data import load_corpus
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in ("wikitext-2", "tinyshakespeare"):
+        if (shared / name).is_dir() and not (folder / name).is_dir():
+            shutil.copytree(shared / name, folder / name)
+    target = folder / "gcide.dict.dz"
+    if not target.is_file():
+        with tempfile.TemporaryDirectory() as tmp:
+            got = subprocess.run(["apt-get", "download", "dict-gcide"], cwd=tmp, capture_output=True, text=True)
+            debs = sorted(Path(tmp).glob("dict-gcide_*.deb"))
+            if got.returncode != 0 or not debs:
+                print(
+                    f"warning: apt-get download dict-gcide failed ({got.stderr.strip()[-200:]}): no GCIDE; run "
+                    "`apt-get update` first, or pass --lm-data wikitext2 on the GPU machine"
+                )
+            else:
+                subprocess.run(["dpkg-deb", "-x", str(debs[0]), str(Path(tmp) / "x")], check=True)
+                shutil.copy(Path(tmp) / "x" / "usr/share/dictd/gcide.dict.dz", target)
+    if target.is_file():
+        load_corpus("gcide", 32000, cache=folder / "cache", shared=folder)
+        for tokens in (folder / "cache").glob("tokens-*.pt"):  # the GPU machine tokenizes faster than it carries
+            tokens.unlink()
+    wheels = folder / "wheels"
+    if not list(wheels.glob("faker-*.whl")):
+        pin = f"faker=={version('faker')}"
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "-d", str(wheels), pin],
+            check=True,
+        )
+    size = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+    print(f"{folder}: {size / 2**20:.1f} MiB ({', '.join(sorted(p.name for p in folder.iterdir()))})")
+
+
+def gb(n: float | None) -> str:
+    return "–" if n is None else f"{n / 1e9:.2f}"
+
+
+def memory_table(data: dict) -> list[str]:
+    p = data["protocol"]
+    lines = [
+        f"Memory and step time, whole models with bf16 weights, one micro-batch of {p['batch']} × {p['seq']} "
+        f"tokens, median of {p['timed_steps']} steps after {p['warmup_steps']} warm-up steps. GB = 10⁹ bytes "
+        "(as GaLore and SCALE report).",
+        "",
+        "| model | optimizer | peak GB | weights | gradients | optimizer state | rest (activations, temporaries) "
+        "| weights + state | optimizer step ms | fwd+bwd ms |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in data["rows"]:
+        head = f"| {r['shape']} | {r['optimizer']} |"
+        if "peak_bytes" not in r:
+            what = "skipped (budget)" if r.get("skipped") else "out of memory" if r.get("oom") else "error"
+            lines.append(f"{head} {what} | | | | | | | |")
+            continue
+        lines.append(
+            f"{head} {gb(r['peak_bytes'])} | {gb(r['weights_bytes'])} | {gb(r['grads_bytes'])} | "
+            f"{gb(r['state_bytes'])} | {gb(r['rest_bytes'])} | {gb(r['model_plus_state_bytes'])} | "
+            f"{1000 * r['opt_step_median_s']:.1f} | {1000 * r['fwd_bwd_median_s']:.1f} |"
+        )
+    by = {(r["shape"], r["optimizer"]): r for r in data["rows"] if "peak_bytes" in r}
+    seven = by.get(("llama-7b", "rsngd per_layer"))
+    one = [r for (s, _), r in by.items() if s == "llama-1b" and r["optimizer"].startswith("rsngd")]
+    lines.append("")
+    if seven:
+        verdict = "under" if seven["peak_bytes"] / 1e9 < GALORE_7B_GB else "over"
+        lines.append(
+            f"- LLaMA-7B with per-layer RS-SNGD peaks at {gb(seven['peak_bytes'])} GB, {verdict} GaLore's "
+            f"{GALORE_7B_GB:.0f} GB."
+        )
+    if one:
+        best = min(one, key=lambda r: r["model_plus_state_bytes"])
+        verdict = "below" if best["model_plus_state_bytes"] / 1e9 < SCALE_1B_GB else "above"
+        lines.append(
+            f"- LLaMA-1B weights + optimizer state: {gb(best['model_plus_state_bytes'])} GB with "
+            f"`{best['optimizer']}`, {verdict} SCALE's {SCALE_1B_GB} GB."
+        )
+    return lines
+
+
+def lm_table(data: dict, plot: str | None) -> list[str]:
+    p = data["protocol"]
+    if "skipped" in data:
+        return [f"Loss at llama-60m: skipped ({data['skipped']})."]
+    lines = [
+        f"Loss at llama-60m ({p['data']}, {p.get('steps')} steps of {p['batch']} × {p['seq']} tokens, seed "
+        f"{p['seed']}, the `{p['settings']}` settings; one seed, so differences under about 0.02 are noise).",
+        "",
+        "| optimizer | val loss | state MiB | peak GB | tokens/s |",
+        "|---|---|---|---|---|",
+    ]
+    for r in data["runs"]:
+        if "final_val_loss" not in r:
+            lines.append(f"| {r['optimizer']} | skipped ({r.get('skipped')}) | | | |")
+            continue
+        lines.append(
+            f"| {r['optimizer']} | {r['final_val_loss']:.3f} | {r['optimizer_state_bytes'] / 2**20:.1f} | "
+            f"{gb(r['peak_memory_bytes'])} | {r['tokens_per_s']:.0f} |"
+        )
+    if plot:
+        lines += ["", f"![llama-60m loss curves]({plot})"]
+    return lines
+
+
+def docjepa_tables(base: dict | None, train: dict | None) -> list[str]:
+    lines: list[str] = []
+    if base:
+        p = base["protocol"]
+        lines += [
+            f"Document-JEPA `{p['preset']}` preset at {p['image_size']}², batch {p['batch']}, on {p['pages']} "
+            "generated pages:",
+            "",
+            "| stage | steps | s/step | pages/s | peak GB | loss, first → last quarter |",
+            "|---|---|---|---|---|---|",
+        ]
+        for stage in ("pretrain", "finetune"):
+            s = base.get(stage, {})
+            if "steps" in s:
+                lines.append(
+                    f"| {stage} | {s['steps']} | {s['median_step_s']:.3f} | {s['pages_per_s']:.1f} | "
+                    f"{gb(s['peak_memory_bytes'])} | {s['loss_first_quarter']:.3f} → {s['loss_last_quarter']:.3f} |"
+                )
+        lines.append("")
+    if train:
+        plan = train.get("finetune_plan", {})
+        held = train.get("heldout", {})
+        score = (
+            f"held-out synthetic mIoU {held['model']['mIoU']:.3f} (baseline {held['baseline']['mIoU']:.3f})"
+            if held
+            else "not scored there"
+        )
+        lines.append(
+            f"The demo recipe with {plan.get('steps', '?')} fine-tuning steps (question tower: "
+            f"{train.get('question_tower', '?')}): {score}; checkpoint {train.get('checkpoint')}."
+        )
+    return lines
+
+
+def plot_lm(data: dict, path: Path) -> bool:
+    runs = [r for r in data.get("runs", []) if r.get("val_curve")]
+    if not runs:
+        return False
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    for r in runs:
+        steps, losses = zip(*r["val_curve"])
+        ax.plot(steps, losses, label=r["optimizer"])
+    ax.set_xlabel("step")
+    ax.set_ylabel("validation loss")
+    ax.legend()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def report(results: Path, doc: Path) -> str:
+    """Fill docs/gpu.md's generated section from every device folder under ``results``; returns the section."""
+    folders = sorted(d for d in results.glob("*") if d.is_dir() and d.name != "cpu-dry-run") if results.is_dir() else []
+    lines: list[str] = []
+    for d in folders:
+
+        def read(name: str, d: Path = d) -> dict | None:
+            f = d / f"{name}.json"
+            return json.loads(f.read_text()) if f.is_file() else None
+
+        summary = read("summary") or {}
+        env = summary.get("environment", {})
+        lines += [
+            f"### {env.get('device', d.name)}",
+            "",
+            f"`{summary.get('command', 'gpu.py run')}`, torch {env.get('torch', '?')}; JSON in "
+            f"`benchmarks/results/gpu/{d.name}/`.",
+            "",
+        ]
+        if (mem := read("memory")) is not None:
+            lines += [*memory_table(mem), ""]
+        if (lm := read("lm")) is not None:
+            image = doc.parent / "images" / "gpu" / f"{d.name}-lm.png"
+            lines += [*lm_table(lm, f"images/gpu/{d.name}-lm.png" if plot_lm(lm, image) else None), ""]
+        lines += docjepa_tables(read("docjepa-base"), read("docjepa-train"))
+    if not folders:
+        lines = [
+            "No GPU results are committed yet: every figure in these docs comes from 2 CPU cores. The command "
+            "above is ready for the first GPU that is at hand."
+        ]
+    body = "\n".join(["Generated by `python benchmarks/scripts/gpu.py report`.", "", *lines])
+    fill_section(doc, START, END, body)
+    return body

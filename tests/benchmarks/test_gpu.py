@@ -1,0 +1,171 @@
+"""``make gpu``: its CPU dry run end to end (the code a lent GPU runs, at tiny shapes), out-of-memory as a result,
+the packed checkpoint that comes back, and the docs page generated from the JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPTS = ROOT / "benchmarks" / "scripts"
+sys.path.insert(0, str(SCRIPTS))
+
+import gpu  # noqa: E402
+import gpu_docjepa_train  # noqa: E402
+import gpu_memory  # noqa: E402
+import gpu_report  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def dry_run(tmp_path_factory) -> Path:
+    """``make gpu DRY=1`` into a temporary folder, with the question tower a bare GPU machine gets (CLIP trained
+    there: the packaged sentence encoder is not installed on it)."""
+    pytest.importorskip("faker")
+    root = tmp_path_factory.mktemp("gpu")
+    out, work = root / "out", root / "work"
+    args = f"GPU_ARGS=--out {out} --work {work} --question-tower clip"
+    done = subprocess.run(["make", "-s", "gpu", "DRY=1", args], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "---- summary" in done.stdout  # the one-screen summary
+    return out
+
+
+def read(out: Path, name: str) -> dict:
+    return json.loads((out / f"{name}.json").read_text())
+
+
+def test_dry_run_runs_every_part_and_writes_its_json(dry_run):
+    summary = read(dry_run, "summary")
+    assert summary["dry_run"] is True
+    assert {k: v["status"] for k, v in summary["parts"].items()} == dict.fromkeys(gpu.PARTS, "ok")
+
+    rows = {(r["shape"], r["optimizer"]): r for r in read(dry_run, "memory")["rows"]}
+    assert len(rows) == len(gpu_memory.SHAPES) * len(gpu_memory.ARMS)
+    for shape in gpu_memory.SHAPES:
+        adamw, rs, per_layer = (rows[(shape, o)] for o in ("adamw", "rsngd", "rsngd per_layer"))
+        # bf16 weights, whole-model state well under AdamW's, and per-layer updates free the matrices' gradients.
+        assert adamw["weights_bytes"] == 2 * adamw["params"]
+        assert rs["state_bytes"] < 0.5 * adamw["state_bytes"]
+        assert per_layer["grads_bytes"] < 0.5 * rs["grads_bytes"]
+        assert all(math.isfinite(v) for v in rs["losses"]) and rs["opt_step_median_s"] > 0
+
+    lm = read(dry_run, "lm")
+    assert [r["optimizer"] for r in lm["runs"]] == ["adamw", "muon", "rsngd"]
+    assert len({r["steps"] for r in lm["runs"]}) == 1  # every optimizer the same tokens
+    assert all(math.isfinite(r["final_val_loss"]) for r in lm["runs"])
+
+    base = read(dry_run, "docjepa-base")
+    for stage in ("pretrain", "finetune"):
+        assert base[stage]["steps"] >= 2 and base[stage]["pages_per_s"] > 0 and base[stage]["peak_memory_bytes"] > 0
+
+
+def test_the_packed_checkpoint_comes_back_as_a_model_that_answers(dry_run, tmp_path):
+    train = read(dry_run, "docjepa-train")
+    assert train["question_tower"] == "clip (pre-trained here)"
+    files = [dry_run / f for f in train["checkpoint"]["files"]]
+    assert all(f.is_file() and f.stat().st_size <= gpu_docjepa_train.PART_BYTES for f in files)
+    assert gpu.main(["unpack", *map(str, files), "--to", str(tmp_path / "model")]) == 0
+
+    from docjepa.data.shards import DocumentDataset
+    from docjepa.predictor import DocumentPredictor
+
+    predictor = DocumentPredictor.from_pretrained(tmp_path / "model")
+    page = DocumentDataset(next((dry_run.parent / "work" / "docjepa-train" / "data").glob("eval")))[0]
+    predictor.set_page(page)
+    answer = predictor.predict(page.questions[0].text)
+    assert answer.masks.shape[1:] == (page.height, page.width) and answer.answer.shape == (page.height, page.width)
+
+
+def test_a_frozen_tower_is_left_out_of_the_pack_and_restored_from_its_folder(tmp_path, tok):
+    from safetensors.torch import load_file, save_file
+
+    from docjepa.modeling.prompt_encoder import load_tower
+    from tests.helpers import tiny_bert_folder
+
+    tower_dir = tiny_bert_folder(tok, tmp_path / "tower")
+    tower = load_tower(tower_dir).state_dict()
+    model = tmp_path / "run" / "finetune" / "checkpoints" / "step-0000100"
+    (model / "model").mkdir(parents=True)
+    (model / "state.pt").write_bytes(b"")
+    (model / "model" / "config.json").write_text(json.dumps({"freeze_question_tower": True}))
+    gen = torch.Generator().manual_seed(0)
+    own = {"head.weight": torch.randn(7, 5, generator=gen), "head.count": torch.arange(3)}
+    save_file(
+        {**own, **{gpu_docjepa_train.TOWER + k: v for k, v in tower.items()}}, model / "model" / "model.safetensors"
+    )
+
+    packed = gpu_docjepa_train.pack(tmp_path / "run", tmp_path / "out")["checkpoint"]
+    assert packed["step"] == 100 and packed["left_out"] == gpu_docjepa_train.TOWER
+    assert packed["bytes"] < 0.5 * sum(v.numel() * 4 for v in tower.values())  # the tower did not travel
+    back = load_file(
+        gpu_docjepa_train.unpack([tmp_path / "out" / f for f in packed["files"]], tmp_path / "m", tower_dir)
+        / "model.safetensors"
+    )
+    assert set(back) == set(own) | {gpu_docjepa_train.TOWER + k for k in tower}
+    assert torch.equal(back["head.count"], own["head.count"]) and back["head.weight"].dtype == torch.float32
+    assert torch.allclose(back["head.weight"], own["head.weight"], rtol=1e-3, atol=1e-3)  # float16 on the way
+    assert all(torch.equal(back[gpu_docjepa_train.TOWER + k], v) for k, v in tower.items())
+
+
+def test_an_out_of_memory_arm_is_recorded_and_the_next_arm_runs(tmp_path, monkeypatch):
+    from gpu_common import Deadline
+
+    real = gpu_memory.measure_arm
+
+    def measure(shape, method, extra, *rest):
+        if shape is gpu_memory.DRY_SHAPES["llama-7b"] and method == "adamw":
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 13.50 GiB")
+        return real(shape, method, extra, *rest)
+
+    monkeypatch.setattr(gpu_memory, "measure_arm", measure)
+    args = argparse.Namespace(dry_run=True)
+    result = gpu_memory.run(args, Deadline(float("inf")), torch.device("cpu"), tmp_path)
+    rows = {(r["shape"], r["optimizer"]): r for r in json.loads((tmp_path / "memory.json").read_text())["rows"]}
+    assert rows == {(r["shape"], r["optimizer"]): r for r in result["rows"]}
+    assert rows[("llama-7b", "adamw")]["oom"] is True and "peak_bytes" not in rows[("llama-7b", "adamw")]
+    assert rows[("llama-7b", "rsngd-lite")]["peak_bytes"] > 0  # the arm after it ran
+    assert "out of memory" in gpu_memory.summary_line(rows[("llama-7b", "adamw")])
+
+
+def test_arms_past_the_deadline_are_skipped_not_run(tmp_path):
+    from gpu_common import Deadline
+
+    result = gpu_memory.run(argparse.Namespace(dry_run=True), Deadline(0.0), torch.device("cpu"), tmp_path)
+    assert all(r["skipped"] == "budget" for r in result["rows"])
+
+
+def test_the_docs_page_renders_gpu_results_and_says_so_when_there_are_none(dry_run, tmp_path):
+    doc = tmp_path / "docs" / "gpu.md"
+    doc.parent.mkdir()
+    doc.write_text(f"# GPU\n\n{gpu_report.START}\nold\n{gpu_report.END}\n")
+    results = tmp_path / "results"
+    results.mkdir()
+    assert "No GPU results are committed yet" in gpu_report.report(results, doc)
+
+    device = results / "nvidia-h100-80gb-hbm3"
+    shutil.copytree(dry_run, device, ignore=shutil.ignore_patterns("*.tar.gz*"))
+    shutil.copytree(dry_run, results / "cpu-dry-run")  # never reported
+    body = gpu_report.report(results, doc)
+    text = doc.read_text()
+    assert body in text and "old" not in text and text.count(gpu_report.START) == 1
+    assert "No GPU results" not in body and body.count("### ") == 1
+    for label, *_ in gpu_memory.ARMS:
+        assert f"| llama-7b | {label} |" in body
+    assert "| rsngd |" in body and "Loss at llama-60m" in body
+    assert (doc.parent / "images" / "gpu" / "nvidia-h100-80gb-hbm3-lm.png").is_file()
+
+
+def test_the_committed_docs_page_is_what_the_committed_results_give(tmp_path):
+    doc = tmp_path / "gpu.md"
+    shutil.copy(ROOT / "docs" / "gpu.md", doc)
+    (tmp_path / "images").mkdir()
+    gpu_report.report(ROOT / "benchmarks" / "results" / "gpu", doc)
+    assert doc.read_text() == (ROOT / "docs" / "gpu.md").read_text()
