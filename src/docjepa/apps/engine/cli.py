@@ -4,6 +4,7 @@ the work."""
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 from .commands import (
@@ -72,7 +73,18 @@ def add_parser(sub, int_at_least) -> None:
     s.add_argument("--media", type=Path, default=Path("runs/engine/media"), help="folder of uploaded files")
     s.add_argument("--lease-minutes", type=float, default=15.0, help="how long a task stays with its annotator")
     s.add_argument("--max-upload-mb", type=int_at_least(1, 4096), default=64)
-    s.add_argument("--secure-cookie", action="store_true", help="mark the session cookie Secure (behind HTTPS)")
+    s.add_argument(
+        "--secure-cookie",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="mark the session cookie Secure, sent over HTTPS only (default: on unless --host is a loopback address)",
+    )
+    s.add_argument(
+        "--forwarded-allow-ips",
+        default="",
+        help="proxies (comma-separated IPs, or *) whose X-Forwarded-For / X-Forwarded-Proto are believed; default: "
+        "none, every client is the address it connects from",
+    )
     s.add_argument("--device", default=None, help="model device (default: CUDA when available)")
     s.add_argument("--model-threads", type=int_at_least(1), default=None, help="model threads (default: cores − 1)")
     s.add_argument("--sign-in-free-attempts", type=int_at_least(1), default=5, help="failures per account before waits")

@@ -89,7 +89,7 @@ def cmd_serve(args) -> None:
         media=str(args.media),
         lease_seconds=args.lease_minutes * 60,
         max_upload_bytes=args.max_upload_mb * 2**20,
-        secure_cookie=args.secure_cookie,
+        secure_cookie=secure_cookie(args.secure_cookie, args.host),
         device=args.device,
         model_threads=args.model_threads,
         sign_in_free_attempts=args.sign_in_free_attempts,
@@ -102,7 +102,33 @@ def cmd_serve(args) -> None:
     app = create_app(cfg)
     model = app.state.proposer.version if app.state.proposer else "none"
     print(f"annotate at http://{args.host}:{args.port}/  (model: {model})", flush=True)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, workers=1)
+    uvicorn.run(app, **server_options(args))
+
+
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
+def secure_cookie(asked: bool | None, host: str) -> bool:
+    """Whether the session cookie is marked Secure: as asked, else on unless the service listens on loopback only
+    (anywhere else the cookie must not travel over plain HTTP)."""
+    if asked is not None:
+        return asked
+    return not (host in LOOPBACK or host.startswith("127."))
+
+
+def server_options(args) -> dict:
+    """uvicorn's settings for ``serve``: proxy headers (X-Forwarded-For, X-Forwarded-Proto) are believed only from
+    the proxies named by ``--forwarded-allow-ips``; by default from none, so a client cannot choose the address
+    the sign-in throttle counts against by sending the header itself."""
+    trusted = args.forwarded_allow_ips.strip()
+    return {
+        "host": args.host,
+        "port": args.port,
+        "log_level": args.log_level,
+        "workers": 1,
+        "proxy_headers": bool(trusted),
+        "forwarded_allow_ips": trusted or None,
+    }
 
 
 def cmd_export(args) -> None:

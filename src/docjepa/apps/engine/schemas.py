@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
@@ -10,6 +10,11 @@ from . import masks, store
 
 MAX_INT = 2**31 - 1
 """The largest value of the databases' INTEGER columns (PostgreSQL's are 32-bit): ids, versions, counts."""
+MAX_COORD = 100_000.0
+"""The largest page coordinate (pixels) a request may give: far beyond any page, far below float overflow."""
+Coord = Annotated[float, Field(allow_inf_nan=False, ge=-MAX_COORD, le=MAX_COORD)]
+"""A finite page coordinate: NaN, ±inf and absurd magnitudes are 422, not a prompt that scores every candidate
+``null``."""
 
 
 class Login(BaseModel):
@@ -22,7 +27,7 @@ class AnswerIn(BaseModel):
     answerable: bool = True
     mask_png: str | None = None
     """The answer mask as a PNG of the page's size (data URL or base64); painted pixels are the mask."""
-    seconds: float = Field(default=0.0, ge=0, le=store.MAX_SECONDS)
+    seconds: float = Field(default=0.0, ge=0, le=store.MAX_SECONDS, allow_inf_nan=False)
     edits: int = Field(default=0, ge=0, le=MAX_INT)
     candidate: int | None = Field(default=None, ge=0, le=15)
     """The model candidate accepted as-is (None: drawn or corrected, or not answerable)."""
@@ -54,11 +59,11 @@ class ProposeIn(BaseModel):
 class RefineIn(ProposeIn):
     """A person's corrections of the current answer, for the model to answer again."""
 
-    points: list[tuple[float, float]] = Field(default_factory=list, max_length=64)
+    points: list[tuple[Coord, Coord]] = Field(default_factory=list, max_length=64)
     """Clicks in page pixels, oldest first."""
     labels: list[Literal[0, 1]] = Field(default_factory=list, max_length=64)
     """1: on the answer (a click); 0: not on it (an Alt- or right-click)."""
-    box: tuple[float, float, float, float] | None = None
+    box: tuple[Coord, Coord, Coord, Coord] | None = None
     """A dragged box (x0, y0, x1, y1) in page pixels."""
     mask_png: str | None = None
     """The current answer as a PNG of the page's size (as ``AnswerIn.mask_png``), refined rather than redrawn."""

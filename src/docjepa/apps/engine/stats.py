@@ -71,6 +71,12 @@ def compute(db: Database) -> dict:
     }
 
 
+def plain(text: str) -> str:
+    """A person's or a model's name as matplotlib draws it literally: a ``$`` would start mathtext, and a name such
+    as ``$\\notacommand$`` would fail the whole figure."""
+    return text.replace("$", r"\$")
+
+
 def plot(stats: dict) -> bytes:
     """A 2×2 PNG: annotations per day (stacked by person), seconds per mask by person, accepted-as-is rate and
     edits per mask by model version."""
@@ -86,7 +92,7 @@ def plot(stats: dict) -> bytes:
     bottom = np.zeros(len(days))
     for person in people:
         vals = np.array([stats["per_day"][d].get(person, 0) for d in days], dtype=float)
-        ax.bar(days, vals, bottom=bottom, label=person)
+        ax.bar(days, vals, bottom=bottom, label=plain(person))
         bottom += vals
     ax.set_title("annotations per day")
     if people:
@@ -96,7 +102,7 @@ def plot(stats: dict) -> bytes:
     def bars(ax, table: dict, key: str, title: str) -> None:
         labels = [k for k, v in table.items() if v.get("annotations")]
         ax.bar(range(len(labels)), [table[k][key] for k in labels], color="tab:blue")
-        ax.set_xticks(range(len(labels)), labels, rotation=20, fontsize=8, ha="right")
+        ax.set_xticks(range(len(labels)), [plain(k) for k in labels], rotation=20, fontsize=8, ha="right")
         ax.set_title(title)
 
     bars(axes[0][1], stats["by_person"], "seconds_per_mask_median", "seconds per mask (median), by person")

@@ -267,3 +267,123 @@ def test_candidates_are_the_boxes_of_their_words(tmp_path, docs, tiny_proposer):
         ann.post(f"/api/tasks/{task['id']}/annotation", json={"question": task["question"], "answerable": False})
     assert checked > 0
     db.dispose()
+
+
+def test_refine_coordinates_must_be_finite_numbers_on_a_page(engine):
+    app = _csrf_app(engine)  # no model: a body that passes validation is answered 503
+    ann = client_for(app, "ann")
+    task = ann.post("/api/tasks/next").json()
+    url = f"/api/tasks/{task['id']}/refine"
+    base = {"question": task["question"]}
+    bad = [
+        {"points": [["NaN", 5]], "labels": [1]},
+        {"points": [[5, "Infinity"]], "labels": [1]},
+        {"points": [[1e308, 5]], "labels": [1]},
+        {"points": [[5, -1e308]], "labels": [0]},
+        {"box": [0, 0, "NaN", 10]},
+        {"box": [0, 0, 10, 1e308]},
+        {"box": ["-Infinity", 0, 10, 10]},
+    ]
+    for extra in bad:
+        r = ann.post(url, json=base | extra)
+        assert r.status_code == 422, (extra, r.text)
+    assert ann.post(url, json=base | {"points": [[12.5, 30]], "labels": [1], "box": [0, 0, 40, 20]}).status_code == 503
+    for seconds in ("NaN", "Infinity"):
+        body = {"question": task["question"], "answerable": False, "seconds": seconds}
+        assert ann.post(f"/api/tasks/{task['id']}/annotation", json=body).status_code == 422
+
+
+def test_the_audit_of_an_annotation_that_does_not_exist_is_404(engine):
+    app = _csrf_app(engine)
+    ann, rev = client_for(app, "ann"), client_for(app, "rev")
+    task = ann.post("/api/tasks/next").json()
+    a = ann.post(f"/api/tasks/{task['id']}/annotation", json={"question": task["question"], "answerable": False})
+    assert [e["action"] for e in rev.get(f"/api/annotations/{a.json()['id']}/audit").json()] == ["create"]
+    missing = rev.get("/api/annotations/99999999/audit")
+    assert missing.status_code == 404 and "no annotation 99999999" in missing.json()["detail"]
+
+
+def _serve(monkeypatch, db_url: str, *options: str):
+    """``docjepa engine serve`` as a user starts it, up to uvicorn: the app and uvicorn's settings."""
+    import uvicorn
+
+    from docjepa.cli import main
+
+    got = {}
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: got.update(app=app, **kw))
+    main(["engine", "serve", "--db", db_url, "--no-model", *options])
+    return got
+
+
+def test_the_session_cookie_is_secure_unless_served_on_loopback(engine, monkeypatch, tmp_path):
+    from fastapi.testclient import TestClient
+
+    _, db = engine
+    url = db.url
+
+    def cookie(*options):
+        app = _serve(monkeypatch, url, "--media", str(tmp_path / "media"), *options)["app"]
+        r = TestClient(app).post("/api/login", json={"name": "ann", "password": PASSWORD})
+        assert r.status_code == 200
+        return r.headers["set-cookie"].lower()
+
+    assert "secure" not in cookie()  # 127.0.0.1, the default host
+    assert "secure" not in cookie("--host", "::1")
+    assert "secure" in cookie("--host", "0.0.0.0")
+    assert "secure" in cookie("--host", "10.1.2.3")
+    assert "secure" not in cookie("--host", "0.0.0.0", "--no-secure-cookie")  # said explicitly
+    assert "secure" in cookie("--secure-cookie")
+
+
+def test_forwarded_for_headers_are_believed_only_from_named_proxies(engine, monkeypatch, tmp_path):
+    """Rotating X-Forwarded-For from loopback made one counter per forged address; by default no proxy is trusted,
+    so every failure counts against the address the client connects from."""
+    import socket
+    import time
+
+    import httpx
+    import uvicorn
+
+    _, db = engine
+    options = _serve(monkeypatch, db.url, "--media", str(tmp_path / "media"))
+    app = options.pop("app")
+    assert options["proxy_headers"] is False
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        options["port"] = s.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, **options | {"log_level": "warning"}))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        base = f"http://127.0.0.1:{options['port']}"
+        for _ in range(100):
+            if server.started:
+                break
+            time.sleep(0.05)
+        for i in range(6):
+            headers = {"X-Forwarded-For": f"203.0.113.{i}"}
+            r = httpx.post(f"{base}/api/login", json={"name": f"nobody{i}", "password": "x"}, headers=headers)
+            assert r.status_code == 403
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+    addresses = {e["after"]["keys"][-1] for e in _sign_ins(db)}
+    assert addresses == {"addr:127.0.0.1"}
+    trusted = _serve(monkeypatch, db.url, "--media", str(tmp_path / "m2"), "--forwarded-allow-ips", "10.0.0.2")
+    assert trusted["proxy_headers"] is True and trusted["forwarded_allow_ips"] == "10.0.0.2"
+
+
+def test_names_in_the_dashboard_figure_are_drawn_as_plain_text(engine):
+    """A model version such as ``$\\notacommand$`` made the figure fail (matplotlib parsed it as mathtext) and
+    ``/api/stats/plot.png`` answer 500 for everyone."""
+    from docjepa.apps.engine import stats
+
+    app = _csrf_app(engine)
+    ann, rev = client_for(app, "ann"), client_for(app, "rev")
+    for version in (r"$\notacommand$", "$x^{2$", "plain"):
+        task = ann.post("/api/tasks/next").json()
+        body = {"question": task["question"], "answerable": False, "model_version": version}
+        assert ann.post(f"/api/tasks/{task['id']}/annotation", json=body).is_success
+    r = rev.get("/api/stats/plot.png")
+    assert r.status_code == 200 and r.headers["content-type"] == "image/png" and r.content[:4] == b"\x89PNG"
+    assert stats.plain(r"$\notacommand$") == r"\$\notacommand\$"

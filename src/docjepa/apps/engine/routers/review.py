@@ -31,4 +31,6 @@ def review(annotation_id: Id, body: ReviewIn, who: Reviewer, db: DB) -> dict:
 
 @router.get("/annotations/{annotation_id}/audit")
 def audit(annotation_id: Id, who: Reviewer, db: DB) -> list:
+    """Every change of one annotation; 404 for an id no annotation has."""
+    store.get_annotation(db, annotation_id)  # NotFound → 404
     return store.audit_log(db, annotation_id)
