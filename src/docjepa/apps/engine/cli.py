@@ -20,6 +20,7 @@ from .commands import (
     cmd_simulate,
     cmd_stats,
     cmd_user_add,
+    cmd_user_change,
     cmd_user_list,
 )
 from .db import default_url
@@ -64,6 +65,18 @@ def add_parser(sub, int_at_least) -> None:
     ua.set_defaults(func=cmd_user_add)
     ul = with_db(usub.add_parser("list", help="list accounts"))
     ul.set_defaults(func=cmd_user_list)
+    up = with_db(usub.add_parser("passwd", help="set a new password (every session of the account ends)"))
+    up.add_argument("name")
+    up.add_argument("--password-env", help="read the password from this environment variable")
+    up.set_defaults(func=cmd_user_change, change="passwd")
+    ur = with_db(usub.add_parser("role", help="change an account's role"))
+    ur.add_argument("name")
+    ur.add_argument("role", choices=ROLES)
+    ur.set_defaults(func=cmd_user_change, change="role")
+    for verb, what in (("disable", "sign-in refused, sessions ended, held tasks given back"), ("enable", "again")):
+        p = with_db(usub.add_parser(verb, help=f"{verb} an account ({what})"))
+        p.add_argument("name")
+        p.set_defaults(func=cmd_user_change, change=verb)
 
     s = with_db(esub.add_parser("serve", help="the annotation web service (FastAPI + uvicorn)"))
     s.add_argument("--checkpoint", help="fine-tuned model proposing masks (default: the one given to init)")

@@ -65,6 +65,24 @@ def cmd_user_add(args) -> None:
     print(json.dumps({"id": uid, "name": args.name, "role": args.role}))
 
 
+def cmd_user_change(args) -> None:
+    """``engine user passwd|role|disable|enable NAME``: audited as done from the command line (no user)."""
+    from . import store
+
+    db = _db(args)
+    try:
+        uid = store.user_id(db, args.name)
+        if args.change == "passwd":
+            result = store.set_password(db, uid, _password(args), by=None)
+        elif args.change == "role":
+            result = store.set_role(db, uid, args.role, by=None)
+        else:
+            result = store.set_active(db, uid, args.change == "enable", by=None)
+    except (store.Invalid, store.NotFound) as err:
+        raise UsageError(str(err)) from None
+    print(json.dumps(result))
+
+
 def cmd_user_list(args) -> None:
     from . import store
 

@@ -90,6 +90,24 @@ class NewUser(BaseModel):
     password: str = Field(max_length=1024)
 
 
+class UserChange(BaseModel):
+    """An admin's change of an account: its role, or enabled / disabled (disabling ends its sessions and leases)."""
+
+    role: Literal["annotator", "reviewer", "admin"] | None = None
+    active: bool | None = None
+
+
+class PasswordReset(BaseModel):
+    password: str = Field(max_length=1024)
+
+
+class PasswordChange(BaseModel):
+    """A person's change of their own password: the current one first."""
+
+    old: str = Field(max_length=1024)
+    new: str = Field(max_length=1024)
+
+
 class RetrainIn(BaseModel):
     steps: int = Field(default=200, ge=1, le=100_000)
     include_machine: bool = False

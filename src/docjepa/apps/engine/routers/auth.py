@@ -7,7 +7,7 @@ from fastapi import APIRouter, Request, Response
 from .. import store
 from ..csrf import token_for
 from ..dependencies import COOKIE, DB, Config, Model, Token, User
-from ..schemas import Login
+from ..schemas import Login, PasswordChange
 
 router = APIRouter(prefix="/api", tags=["auth"])
 
@@ -42,3 +42,9 @@ def logout(response: Response, who: User, db: DB, token: Token) -> dict:
 def me(who: User, db: DB, proposer: Model, token: Token) -> dict:
     counts = store.counts(db)
     return who | {"model": proposer.version if proposer else None, "counts": counts, "csrf_token": token_for(token)}
+
+
+@router.post("/me/password")
+def change_password(body: PasswordChange, who: User, db: DB, token: Token) -> dict:
+    """Change one's own password (the current one is checked, 403 when wrong); one's other sessions end."""
+    return store.change_own_password(db, who["id"], body.old, body.new, token)

@@ -7,7 +7,21 @@ server loses at most the operation in flight. Conflicts raise :class:`Conflict` 
 Callers use the names below (``store.claim_next(db, …)``).
 """
 
-from .accounts import SESSION_SECONDS, add_user, list_users, login, logout, rank, session_user, user_json
+from .accounts import (
+    SESSION_SECONDS,
+    add_user,
+    change_own_password,
+    list_users,
+    login,
+    logout,
+    rank,
+    session_user,
+    set_active,
+    set_password,
+    set_role,
+    user_id,
+    user_json,
+)
 from .annotations import (
     AUTOLABEL_USER,
     MAX_SECONDS,
@@ -56,6 +70,7 @@ __all__ = [
     "add_user",
     "annotation_json",
     "audit_log",
+    "change_own_password",
     "check_answer",
     "claim_next",
     "counts",
@@ -82,10 +97,14 @@ __all__ = [
     "serving_model",
     "serving_setting",
     "session_user",
+    "set_active",
+    "set_password",
     "set_priority",
+    "set_role",
     "set_serving_model",
     "task_for",
     "task_json",
     "update_annotation",
+    "user_id",
     "user_json",
 ]

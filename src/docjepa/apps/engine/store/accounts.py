@@ -5,12 +5,12 @@ from __future__ import annotations
 import hashlib
 import secrets
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, func, select, update
 
 from ..db import Database
-from ..tables import ROLES, AuditEntry, LoginSession, User, now
+from ..tables import ROLES, AuditEntry, LoginSession, Task, User, now
 from . import throttle as throttling
-from .errors import Forbidden, Invalid
+from .errors import Forbidden, Invalid, NotFound
 
 SESSION_SECONDS = 12 * 3600
 """How long a sign-in lasts."""
@@ -26,14 +26,24 @@ def rank(role: str) -> int:
     return ROLES.index(role)
 
 
-def add_user(db: Database, name: str, role: str, password: str) -> int:
+def _check_role(role: str) -> None:
     if role not in ROLES:
         raise Invalid(f"role must be one of {', '.join(ROLES)}, not {role!r}")
+
+
+def _check_password(password: str) -> None:
+    if len(password) < 8:
+        raise Invalid("a password has at least 8 characters")
+    if len(password) > 1024:
+        raise Invalid("a password has at most 1024 characters")
+
+
+def add_user(db: Database, name: str, role: str, password: str) -> int:
+    _check_role(role)
     name = name.strip()
     if not name or len(name) > 64 or any(c.isspace() for c in name):
         raise Invalid("a user name is 1 to 64 characters without spaces")
-    if len(password) < 8:
-        raise Invalid("a password has at least 8 characters")
+    _check_password(password)
     with db.write() as s:
         if s.scalar(select(User.id).where(User.name == name)) is not None:
             raise Invalid(f"user {name!r} exists")
@@ -112,3 +122,97 @@ def user_json(user: User) -> dict:
 def list_users(db: Database) -> list[dict]:
     with db.read() as s:
         return [user_json(u) | {"active": u.active} for u in s.scalars(select(User).order_by(User.id))]
+
+
+def user_id(db: Database, name: str) -> int:
+    """The id of the account ``name``; NotFound when there is none."""
+    with db.read() as s:
+        uid = s.scalar(select(User.id).where(User.name == name))
+    if uid is None:
+        raise NotFound(f"no user {name!r}")
+    return uid
+
+
+def _account(s, uid: int) -> User:
+    user = s.get(User, uid)
+    if user is None or user.password_hash == "!":  # the automatic labels' account is nobody's to change
+        raise NotFound(f"no user {uid}")
+    return user
+
+
+def _end_sessions(s, uid: int, keep_token: str | None = None) -> int:
+    q = delete(LoginSession).where(LoginSession.user_id == uid)
+    if keep_token:
+        q = q.where(LoginSession.token_hash != _token_hash(keep_token))
+    return s.execute(q.execution_options(synchronize_session=False)).rowcount
+
+
+def _audit(s, by: int | None, action: str, uid: int, before: dict | None, after: dict | None) -> None:
+    s.add(AuditEntry(at=now(), user_id=by, action=action, entity="user", entity_id=uid, before=before, after=after))
+
+
+def _keeps_an_admin(s, user: User, role: str, active: bool) -> None:
+    """Refuse a change that would leave no active admin (nobody could manage accounts from the service)."""
+    if user.role == "admin" and user.active and (role != "admin" or not active):
+        others = s.scalar(
+            select(func.count()).select_from(User).where(User.role == "admin", User.active, User.id != user.id)
+        )
+        if not others:
+            raise Invalid(f"{user.name} is the last active admin: make another admin first")
+
+
+def set_password(db: Database, uid: int, password: str, by: int | None, keep_token: str | None = None) -> dict:
+    """A new password for account ``uid`` (an admin's reset, or the person's own change): every session of the
+    account ends but ``keep_token`` (the one that changed it), so an old password's sessions stop working."""
+    _check_password(password)
+    digest = _hasher().hash(password)
+    with db.write() as s:
+        user = _account(s, uid)
+        user.password_hash = digest
+        ended = _end_sessions(s, uid, keep_token)
+        _audit(s, by, "password", uid, None, {"sessions_ended": ended})
+        return user_json(user) | {"active": user.active, "sessions_ended": ended}
+
+
+def change_own_password(db: Database, uid: int, old: str, new: str, token: str | None) -> dict:
+    """The person's own change: the old password is checked first (Forbidden when wrong)."""
+    from argon2.exceptions import VerificationError
+
+    with db.read() as s:
+        stored = _account(s, uid).password_hash
+    try:
+        _hasher().verify(stored, old)
+    except VerificationError:
+        raise Forbidden("the current password is wrong") from None
+    return set_password(db, uid, new, by=uid, keep_token=token)
+
+
+def set_role(db: Database, uid: int, role: str, by: int | None) -> dict:
+    _check_role(role)
+    with db.write() as s:
+        user = _account(s, uid)
+        _keeps_an_admin(s, user, role, user.active)
+        before, user.role = user.role, role
+        _audit(s, by, "role", uid, {"role": before}, {"role": role})
+        return user_json(user) | {"active": user.active}
+
+
+def set_active(db: Database, uid: int, active: bool, by: int | None) -> dict:
+    """Enable or disable an account. Disabling ends its sessions and gives back the tasks it holds at once; its
+    annotations stay (they are attributed work)."""
+    with db.write() as s:
+        user = _account(s, uid)
+        _keeps_an_admin(s, user, user.role, active)
+        before, user.active = user.active, active
+        ended = released = 0
+        if not active:
+            ended = _end_sessions(s, uid)
+            released = s.execute(
+                update(Task)
+                .where(Task.lease_user_id == uid, Task.status == "open")
+                .values(lease_user_id=None, lease_expires=None)
+                .execution_options(synchronize_session=False)
+            ).rowcount
+        after = {"active": active, "sessions_ended": ended, "tasks_released": released}
+        _audit(s, by, "enable" if active else "disable", uid, {"active": before}, after)
+        return user_json(user) | after
