@@ -93,6 +93,7 @@ class Proposer:
                         "png": masks.data_url(masks.to_png(m, COLOURS[k % len(COLOURS)])),
                         "word_ids": ids,
                         "empty": not bool(m.any()),
+                        "rle": masks.encode(m),  # kept by the server with the proposal, not sent
                     }
                 )
             return {

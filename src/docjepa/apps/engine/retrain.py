@@ -35,19 +35,19 @@ def work_with(db: Database, version: str) -> dict:
     with db.read() as s:
         rows = list(
             s.execute(
-                select(Annotation.seconds, Annotation.edits, Annotation.candidate).where(
+                select(Annotation.seconds, Annotation.edits, Annotation.outcome).where(
                     Annotation.model_version == version, Annotation.source == "human"
                 )
             )
         )
     if not rows:
         return {"annotations": 0}
-    sec, edits, cand = zip(*rows)
+    sec, edits, outcome = zip(*rows)
     return {
         "annotations": len(rows),
         "seconds_per_mask": float(np.mean(sec)),
         "edits_per_mask": float(np.mean(edits)),
-        "accepted_as_is": float(np.mean([c is not None for c in cand])),
+        "accepted_as_is": float(np.mean([o == "accepted" for o in outcome])),
     }
 
 

@@ -29,20 +29,32 @@ class AnswerIn(BaseModel):
     """The answer mask as a PNG of the page's size (data URL or base64); painted pixels are the mask."""
     seconds: float = Field(default=0.0, ge=0, le=store.MAX_SECONDS, allow_inf_nan=False)
     edits: int = Field(default=0, ge=0, le=MAX_INT)
+    proposal_id: int | None = Field(default=None, ge=1, le=MAX_INT)
+    """The proposal (``propose`` / ``refine`` answered it with its id) the answer started from; None: drawn without
+    one. The model version and clicks are taken from it: a client-sent ``model_version`` is ignored."""
     candidate: int | None = Field(default=None, ge=0, le=15)
-    """The model candidate accepted as-is (None: drawn or corrected, or not answerable)."""
-    model_version: str | None = Field(default=None, max_length=128)
+    """The candidate of that proposal the answer started from; whether it was kept as proposed is decided by the
+    server from the mask."""
 
     def to_answer(self, height: int, width: int) -> store.Answer:
         """The answer for a page of this size (the PNG decoded to a mask; MaskError when it does not fit)."""
         mask = masks.from_png(self.mask_png, height, width) if self.answerable and self.mask_png else None
         return store.Answer(
-            self.question, self.answerable, mask, self.seconds, self.edits, self.candidate, self.model_version
+            self.question,
+            self.answerable,
+            mask,
+            self.seconds,
+            self.edits,
+            self.candidate,
+            self.proposal_id,
+            reason=getattr(self, "reason", ""),
         )
 
 
 class AnswerUpdate(AnswerIn):
     version: int = Field(ge=1, le=MAX_INT)
+    reason: str = Field(default="", max_length=2000)
+    """Why the annotation changes; required when it is someone else's (a reviewer's edit, reviewed by another)."""
 
 
 class ReviewIn(BaseModel):

@@ -1,5 +1,6 @@
-"""The dashboard: annotations per day and per person, seconds per mask, accepted-as-is rate and edits per mask
-by model version; as JSON and as a figure (``docjepa engine stats`` writes both)."""
+"""The dashboard: annotations per day and per person, seconds per mask, the shares accepted as proposed, refined
+with clicks, edited and drawn, and edits per mask by model version; as JSON and as a figure (``docjepa engine
+stats`` writes both)."""
 
 from __future__ import annotations
 
@@ -20,17 +21,22 @@ def _day(t: float) -> str:
     return time.strftime("%Y-%m-%d", time.gmtime(t))
 
 
-def _summary(rows: list[tuple[float, int, float]]) -> dict:
-    """rows: (seconds, edits, accepted 0/1)."""
+RATES = {"accepted": "accepted_as_is_rate", "refined": "refined_rate", "edited": "edited_rate", "drawn": "drawn_rate"}
+"""The outcomes shown apart (the server decides each from the saved mask: docjepa.apps.engine.store.proposals)."""
+
+
+def _summary(rows: list[tuple[float, int, str | None]]) -> dict:
+    """rows: (seconds, edits, outcome)."""
     if not rows:
         return {"annotations": 0}
-    sec, edits, acc = (np.array(c, dtype=float) for c in zip(*rows))
+    sec, edits = (np.array(c, dtype=float) for c in list(zip(*rows))[:2])
+    outcomes = [r[2] for r in rows]
     return {
         "annotations": len(rows),
         "seconds_per_mask_median": float(np.median(sec)),
         "seconds_per_mask_mean": float(sec.mean()),
         "edits_per_mask_mean": float(edits.mean()),
-        "accepted_as_is_rate": float(acc.mean()),
+        **{key: outcomes.count(outcome) / len(rows) for outcome, key in RATES.items()},
     }
 
 
@@ -46,7 +52,7 @@ def compute(db: Database) -> dict:
                     Annotation.model_version,
                     Annotation.seconds,
                     Annotation.edits,
-                    Annotation.candidate,
+                    Annotation.outcome,
                     Annotation.review,
                     Annotation.answerable,
                 )
@@ -55,10 +61,10 @@ def compute(db: Database) -> dict:
     per_day: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     by_user, by_model = defaultdict(list), defaultdict(list)
     reviews = defaultdict(int)
-    for created, uid, model, sec, edits, cand, review, _answerable in anns:
+    for created, uid, model, sec, edits, outcome, review, _answerable in anns:
         who = names.get(uid, str(uid))
         per_day[_day(created)][who] += 1
-        row = (sec, edits, 1.0 if cand is not None else 0.0)
+        row = (sec, edits, outcome)
         by_user[who].append(row)
         by_model[model or "(no proposal)"].append(row)
         reviews[review] += 1
@@ -78,8 +84,8 @@ def plain(text: str) -> str:
 
 
 def plot(stats: dict) -> bytes:
-    """A 2×2 PNG: annotations per day (stacked by person), seconds per mask by person, accepted-as-is rate and
-    edits per mask by model version."""
+    """A 2×2 PNG: annotations per day (stacked by person), seconds per mask by person, the shares accepted as
+    proposed / refined / edited / drawn and edits per mask by model version."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -106,8 +112,18 @@ def plot(stats: dict) -> bytes:
         ax.set_title(title)
 
     bars(axes[0][1], stats["by_person"], "seconds_per_mask_median", "seconds per mask (median), by person")
-    bars(axes[1][0], stats["by_model_version"], "accepted_as_is_rate", "accepted as-is rate, by model version")
-    axes[1][0].set_ylim(0, 1)
+    ax = axes[1][0]  # what became of the proposals, stacked: accepted as proposed, refined, edited, drawn
+    table = {k: v for k, v in stats["by_model_version"].items() if v.get("annotations")}
+    bottom = np.zeros(len(table))
+    for outcome, key in RATES.items():
+        vals = np.array([v[key] for v in table.values()])
+        ax.bar(range(len(table)), vals, bottom=bottom, label=outcome)
+        bottom += vals
+    ax.set_xticks(range(len(table)), [plain(k) for k in table], rotation=20, fontsize=8, ha="right")
+    ax.set_title("share of annotations, by model version")
+    ax.set_ylim(0, 1)
+    if table:
+        ax.legend(fontsize=8)
     bars(axes[1][1], stats["by_model_version"], "edits_per_mask_mean", "edits per mask (mean), by model version")
     fig.suptitle(f"data engine: {stats['annotations']} annotations")
     fig.tight_layout()

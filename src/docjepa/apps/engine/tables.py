@@ -104,6 +104,42 @@ class Annotation(Base):
     updated_at: Mapped[float] = mapped_column(Float, default=now)
     source: Mapped[str] = mapped_column(String(16), default="human", server_default="human", index=True)
     """``human``, or ``machine`` for automatic labels (``docjepa engine autolabel``)."""
+    proposal_id: Mapped[int | None] = mapped_column(
+        ForeignKey("proposals.id", ondelete="SET NULL", name="fk_annotations_proposal"), nullable=True
+    )
+    """The model's proposal the answer started from (recorded by the server when it proposed); None: drawn."""
+    outcome: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    """What became of the proposal, decided by the server from the saved mask: one of :data:`OUTCOMES`."""
+    clicks: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    """Clicks sent to the model (refinement) in the proposal the answer came from."""
+    edited_by: Mapped[int | None] = mapped_column(
+        ForeignKey("users.id", name="fk_annotations_edited_by"), nullable=True
+    )
+    """Who made the current content (the author, or the last person who changed the mask): never its reviewer."""
+
+
+OUTCOMES = ("accepted", "refined", "edited", "drawn", "not-answerable", "machine")
+"""What became of an annotation's proposal: a candidate saved as proposed (``accepted``), a candidate of an answer
+refined with clicks saved as the model gave it (``refined``), a candidate changed by hand (``edited``), an answer
+drawn without a proposal (``drawn``), the question marked not answerable, or an automatic label."""
+
+
+class Proposal(Base):
+    """One answer of the model to a person's request (``kind`` ``propose``, or ``refine`` with ``clicks`` clicks):
+    its version, the candidates as word-snapped COCO RLE masks, their scores and the best. Saves refer to it, so
+    an annotation's provenance is what the server saw, never what a client says."""
+
+    __tablename__ = "proposals"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    task_id: Mapped[int] = mapped_column(ForeignKey("tasks.id", ondelete="CASCADE"), index=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    kind: Mapped[str] = mapped_column(String(16))
+    model_version: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[float] = mapped_column(Float, default=now)
+    scores: Mapped[list] = mapped_column(JSON)
+    best: Mapped[int] = mapped_column(Integer)
+    candidates: Mapped[list] = mapped_column(JSON)
+    clicks: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
 
 class AuditEntry(Base):

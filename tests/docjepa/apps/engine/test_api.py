@@ -53,11 +53,12 @@ def test_schema_comes_from_the_migrations_and_init_is_repeatable(db_url):
             "VALUES (1, 1, 'q?', false, '[]', 1, 1.0, 0, 'pending', '', 1, 0, 0)"
         )
     head = db.migrate()
-    assert head == "0003"
+    assert head == "0004"
     with db.reader.connect() as conn:
         assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []  # models = migrations
     old = store.get_annotation(db, 1)
     assert old["question"] == "q?" and old["source"] == "human"  # kept, with the new column's default
+    assert old["outcome"] == "not-answerable" and old["edited_by"] == 1  # what the old row says of itself
     store.add_user(db, "ann", "annotator", PASSWORD)
     assert db.migrate() == head  # running init again changes nothing
     assert [u["name"] for u in store.list_users(db)] == ["old", "ann"]
@@ -152,13 +153,14 @@ def test_annotate_propose_save_update_conflict_review_and_audit(engine):
         "seconds": 12.5,
         "edits": 2,
         "candidate": None,
-        "model_version": prop["model_version"],
+        "proposal_id": prop["proposal_id"],
     }
     assert bob.post(f"/api/tasks/{task['id']}/annotation", json=body).status_code == 409  # not bob's lease
     saved = ann.post(f"/api/tasks/{task['id']}/annotation", json=body)
     assert saved.status_code == 200, saved.text
     a = saved.json()
     assert a["version"] == 1 and a["word_ids"] == [0, 1] and a["edits"] == 2 and a["review"] == "pending"
+    assert (a["model_version"], a["outcome"]) == (prop["model_version"], "drawn")  # from the proposal's record
     from docjepa.apps.engine import masks
 
     assert np.array_equal(masks.decode(a["mask"]), mask)
@@ -175,7 +177,7 @@ def test_annotate_propose_save_update_conflict_review_and_audit(engine):
     assert bob.get(f"/api/annotations/{a['id']}").status_code == 403
     assert ann.get(f"/api/annotations/{a['id']}/mask.png").content.startswith(b"\x89PNG")
 
-    # Review: reasons are required for reject and fix; a fix replaces the mask and approves.
+    # Review: reasons are required for reject and fix; a fix replaces the mask and waits for another reviewer.
     nxt = rev.get("/api/review/next").json()
     assert nxt["id"] == a["id"]
     assert rev.post(f"/api/annotations/{a['id']}/review", json={"version": 2, "decision": "reject"}).status_code == 422
@@ -184,11 +186,17 @@ def test_annotate_propose_save_update_conflict_review_and_audit(engine):
         f"/api/annotations/{a['id']}/review", json={"version": 2, "decision": "fix", "reason": "two words", "fix": fix}
     )
     assert r.status_code == 200, r.text
-    assert r.json()["review"] == "approved" and r.json()["word_ids"] == [4, 5] and r.json()["version"] == 3
-    assert rev.post(f"/api/annotations/{a['id']}/review", json={"version": 2, "decision": "approve"}).status_code == 409
+    assert r.json()["review"] == "pending" and r.json()["word_ids"] == [4, 5] and r.json()["version"] == 3
+    own_fix = rev.post(f"/api/annotations/{a['id']}/review", json={"version": 3, "decision": "approve"})
+    assert own_fix.status_code == 403 and "last changed it" in own_fix.json()["detail"]  # four eyes
+    boss = client_for(app, "boss")
+    stale = boss.post(f"/api/annotations/{a['id']}/review", json={"version": 2, "decision": "approve"})
+    assert stale.status_code == 409
+    approved = boss.post(f"/api/annotations/{a['id']}/review", json={"version": 3, "decision": "approve"})
+    assert approved.json()["review"] == "approved" and approved.json()["reviewer_id"] != r.json()["edited_by"]
 
     log = rev.get(f"/api/annotations/{a['id']}/audit").json()
-    assert [e["action"] for e in log] == ["create", "update", "conflict", "review", "conflict"]
+    assert [e["action"] for e in log] == ["create", "update", "conflict", "review", "conflict", "review"]
     assert log[1]["before"]["word_ids"] == [0, 1] and log[1]["after"]["word_ids"] == [2]
     assert log[2]["after"]["word_ids"] == [3]  # the refused save is kept, not lost
     assert db.integrity_problems() == []

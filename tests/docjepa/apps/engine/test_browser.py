@@ -162,7 +162,8 @@ def test_annotate_in_a_real_browser(served):
     rows = {a["task_id"]: a for a in store.my_annotations(db, 1)}
     a1, a2 = rows[first[0]], rows[second]
     assert a1["candidate"] == first[1] and a1["edits"] == 0 and a1["model_version"] and a1["seconds"] > 0
-    assert a2["candidate"] is None and a2["edits"] == 2 and a2["model_version"]
+    assert a1["outcome"] == "accepted" and a1["proposal_id"]  # the candidate's mask, as the server proposed it
+    assert (a2["candidate"], a2["outcome"]) == (best, "edited") and a2["edits"] == 2 and a2["model_version"]
     assert set(a2["word_ids"]) == set(proposed) ^ set(clicks)  # exactly the two clicked words changed
     assert best is not None and SCREENSHOT.stat().st_size > 10_000
     assert store.get_annotation(db, reviewed)["review"] == "approved"
@@ -224,7 +225,8 @@ def test_clicks_send_the_answer_back_to_the_model(served, tiny_proposer):
         driver.quit()
         tiny_proposer.model.refine = refine
     saved = {a["task_id"]: a for a in store.my_annotations(db, 1)}[task]
-    assert saved["edits"] == 2 and saved["model_version"]
+    # Ctrl+Z went back to the answer of the first click: saved as the model gave it, one click.
+    assert saved["edits"] == 2 and saved["model_version"] and (saved["outcome"], saved["clicks"]) == ("refined", 1)
 
 
 def _sign_in(driver, wait, name: str) -> None:

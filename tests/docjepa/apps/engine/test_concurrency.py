@@ -18,10 +18,10 @@ from .conftest import PASSWORD, make_engine, word_mask
 THREADS = 8
 
 
-def _answer(task, ids):
+def _answer(task, ids, reason=""):
     from docjepa.apps.engine.store import Answer
 
-    return Answer(task["question"], True, word_mask(task["page"], ids), seconds=1.0, edits=len(ids))
+    return Answer(task["question"], True, word_mask(task["page"], ids), seconds=1.0, edits=len(ids), reason=reason)
 
 
 def test_same_version_saves_one_wins_the_rest_get_409_and_all_are_audited(db_url, docs):
@@ -38,7 +38,7 @@ def test_same_version_saves_one_wins_the_rest_get_409_and_all_are_audited(db_url
     def save(i: int) -> None:
         barrier.wait()
         try:
-            out = store.update_annotation(db, a["id"], 1, rev, _answer(task, [i + 1]))
+            out = store.update_annotation(db, a["id"], 1, rev, _answer(task, [i + 1], reason="a reviewer's edit"))
             results.append(("ok", i, out["version"]))
         except store.Conflict as err:
             results.append(("409", i, err.current["version"]))

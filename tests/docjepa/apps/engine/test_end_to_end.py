@@ -41,7 +41,8 @@ def test_init_annotate_export_finetune(tmp_path, docs, tiny_model, capsys, monke
             "mask_png": mask_png(word_mask(task["page"], words)),
             "seconds": 2.0,
             "edits": 2 if i % 3 == 0 else 0,
-            "model_version": prop["model_version"],
+            "proposal_id": prop["proposal_id"],
+            "candidate": prop["best"],
         }
         assert ann.post(f"/api/tasks/{task['id']}/annotation", json=body).status_code == 200
     capsys.readouterr()

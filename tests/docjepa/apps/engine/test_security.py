@@ -3,6 +3,7 @@ beyond the columns' range, streamed oversized bodies, the API description; and t
 wrong (not-answerable saves, edits of one's own annotation, skips, leases held by reviewers and after sign-out,
 rejection reasons, candidates not snapped to words)."""
 
+import json
 import threading
 
 import numpy as np
@@ -177,28 +178,28 @@ def test_saves_record_what_was_done(engine):
     app = _csrf_app(engine)
     _, db = engine
     ann, rev = client_for(app, "ann"), client_for(app, "rev")
-    # "Not answerable" with a candidate still selected is not an accepted candidate.
+    # "Not answerable" with a candidate still selected is not an accepted candidate; a forged provenance is ignored.
     task = ann.post("/api/tasks/next").json()
-    body = {"question": task["question"], "answerable": False, "candidate": 2, "model_version": "m:1", "seconds": 3}
+    body = {"question": task["question"], "answerable": False, "model_version": "m:1", "seconds": 3}
     na = ann.post(f"/api/tasks/{task['id']}/annotation", json=body).json()
-    assert na["answerable"] is False and na["candidate"] is None and na["model_version"] == "m:1"
-    # An answer accepted as proposed, then edited by its author: model kept, time and edits added, question fixed.
+    assert na["answerable"] is False and na["candidate"] is None and na["model_version"] is None
+    assert na["outcome"] == "not-answerable"
+    # A candidate needs the proposal it came from: a client cannot claim one.
     task = ann.post("/api/tasks/next").json()
     m = word_mask(task["page"], [0, 1])
-    body = {
-        "question": task["question"],
-        "mask_png": mask_png(m),
-        "seconds": 4.0,
-        "candidate": 1,
-        "model_version": "m:2",
-    }
+    claimed = {"question": task["question"], "mask_png": mask_png(m), "candidate": 1, "model_version": "m:2"}
+    refused = ann.post(f"/api/tasks/{task['id']}/annotation", json=claimed)
+    assert refused.status_code == 422 and "proposal" in refused.json()["detail"]
+    # Drawn, then edited by its author: time and edits added, question fixed.
+    body = {"question": task["question"], "mask_png": mask_png(m), "seconds": 4.0, "model_version": "m:2"}
     a = ann.post(f"/api/tasks/{task['id']}/annotation", json=body).json()
+    assert (a["model_version"], a["outcome"], a["edited_by"]) == (None, "drawn", a["user_id"])
     same = {"question": task["question"], "mask_png": mask_png(m), "seconds": 2.0, "edits": 0, "version": 1}
     kept = ann.put(f"/api/annotations/{a['id']}", json=same).json()
-    assert (kept["model_version"], kept["candidate"], kept["seconds"], kept["edits"]) == ("m:2", 1, 6.0, 0)
+    assert (kept["outcome"], kept["seconds"], kept["edits"]) == ("drawn", 6.0, 0)
     changed = same | {"mask_png": mask_png(word_mask(task["page"], [0])), "edits": 1, "version": 2}
     after = ann.put(f"/api/annotations/{a['id']}", json=changed).json()
-    assert (after["model_version"], after["candidate"], after["seconds"], after["edits"]) == ("m:2", None, 8.0, 1)
+    assert (after["outcome"], after["seconds"], after["edits"]) == ("drawn", 8.0, 1)
     moved = ann.put(f"/api/annotations/{a['id']}", json=changed | {"question": "Something else?", "version": 3})
     assert moved.status_code == 422 and "cannot be changed" in moved.json()["detail"]
     fix = changed | {"question": "Something else?"}
@@ -216,6 +217,115 @@ def test_saves_record_what_was_done(engine):
     assert [(x["id"], x["review_reason"]) for x in mine] == [(na["id"], "look again")]
     assert len(ann.get("/api/annotations/mine").json()) == 2
     assert ann.get("/api/annotations/mine?review=lost").status_code == 422
+
+
+def test_four_eyes_on_every_change(engine):
+    """A reviewer who changes someone's annotation (an edit, or a fix) made its content: another reviewer or an
+    admin reviews it, and the change needs a reason. Before, a reviewer could PUT a new mask on another person's
+    annotation and then approve it."""
+    app = _csrf_app(engine)
+    ann, rev, boss = client_for(app, "ann"), client_for(app, "rev"), client_for(app, "boss")
+    task = ann.post("/api/tasks/next").json()
+    m = word_mask(task["page"], [0, 1])
+    a = ann.post(f"/api/tasks/{task['id']}/annotation", json={"question": task["question"], "mask_png": mask_png(m)})
+    a = a.json()
+    edit = {"question": task["question"], "mask_png": mask_png(word_mask(task["page"], [2])), "version": 1}
+    silent = rev.put(f"/api/annotations/{a['id']}", json=edit)
+    assert silent.status_code == 422 and "reason" in silent.json()["detail"]
+    changed = rev.put(f"/api/annotations/{a['id']}", json=edit | {"reason": "the total is the third word"}).json()
+    assert changed["edited_by"] == rev.get("/api/me").json()["id"] != a["user_id"]
+    assert changed["review"] == "pending" and changed["review_reason"] == "the total is the third word"
+    approve = rev.post(f"/api/annotations/{a['id']}/review", json={"version": 2, "decision": "approve"})
+    assert approve.status_code == 403 and "last changed it" in approve.json()["detail"]
+    assert rev.get("/api/review/next").status_code == 404  # what one changed is not offered to one for review
+    assert boss.get("/api/review/next").json()["id"] == a["id"]
+    # A fix is a change too: it waits for someone else.
+    fix = {"question": task["question"], "mask_png": mask_png(word_mask(task["page"], [3]))}
+    fixed = boss.post(
+        f"/api/annotations/{a['id']}/review", json={"version": 2, "decision": "fix", "reason": "4th", "fix": fix}
+    ).json()
+    assert fixed["review"] == "pending" and fixed["version"] == 3
+    own = boss.post(f"/api/annotations/{a['id']}/review", json={"version": 3, "decision": "approve"})
+    assert own.status_code == 403
+    done = rev.post(f"/api/annotations/{a['id']}/review", json={"version": 3, "decision": "approve"})
+    assert done.status_code == 200 and done.json()["review"] == "approved"
+    # Its author may still not review it, whoever changed it last.
+    assert ann.post(f"/api/annotations/{a['id']}/review", json={"version": 4, "decision": "approve"}).status_code == 403
+
+
+def test_provenance_is_the_servers_and_outcomes_come_from_the_mask(tmp_path, docs, tiny_proposer):
+    """The model version, the candidate and the clicks of a save come from the proposal the server recorded; the
+    server decides from the saved mask whether it is the candidate as proposed (accepted, or refined after clicks)
+    or an edit; stats and exports show them apart."""
+    from docjepa.apps.engine import masks, stats
+    from docjepa.apps.engine.app import ServerConfig, create_app
+    from docjepa.apps.engine.export import export
+
+    url = f"sqlite:///{tmp_path / 'p.db'}"
+    db = make_engine(url, docs, pages=6)
+    app = create_app(ServerConfig(db=url), proposer=tiny_proposer)
+    ann, bob = client_for(app, "ann"), client_for(app, "bob")
+
+    def ask(path="propose", **extra):
+        task = ann.post("/api/tasks/next").json()
+        prop = ann.post(f"/api/tasks/{task['id']}/{path}", json={"question": task["question"], **extra})
+        assert prop.status_code == 200, prop.text
+        return task, prop.json()
+
+    def with_another_word(task, candidate):  # a candidate's mask with a word it does not hold added
+        h, w = task["page"]["height"], task["page"]["width"]
+        extra = next(i for i in range(len(task["page"]["words"])) if i not in candidate["word_ids"])
+        return mask_png(masks.from_png(candidate["png"], h, w) | word_mask(task["page"], [extra]))
+
+    def save(task, body):
+        return ann.post(f"/api/tasks/{task['id']}/annotation", json={"question": task["question"], **body})
+
+    # Accepted as proposed: the candidate's own mask, sent back as the page sends it (a forged version ignored).
+    task, prop = ask()
+    k = next(c["index"] for c in prop["candidates"] if not c["empty"])
+    base = {"proposal_id": prop["proposal_id"], "candidate": k, "model_version": "$forged"}
+    assert save(task, base | {"candidate": 7, "mask_png": prop["candidates"][k]["png"]}).status_code == 422
+    accepted = save(task, base | {"mask_png": prop["candidates"][k]["png"]}).json()
+    assert (accepted["outcome"], accepted["candidate"], accepted["clicks"]) == ("accepted", k, 0)
+    assert accepted["model_version"] == prop["model_version"] != "$forged"
+    # Edited: the candidate changed by hand (it still says which candidate it started from).
+    task, prop = ask()
+    body = {
+        "proposal_id": prop["proposal_id"],
+        "candidate": 0,
+        "mask_png": with_another_word(task, prop["candidates"][0]),
+    }
+    edited = save(task, body).json()
+    assert (edited["outcome"], edited["candidate"]) == ("edited", 0)
+    # Refined: the model answered a click, and its answer was saved as it gave it.
+    task, prop = ask()
+    x0, y0, x1, y1 = task["page"]["words"][0]["box"]
+    point = {"points": [[(x0 + x1) / 2, (y0 + y1) / 2]], "labels": [1]}
+    again = ann.post(f"/api/tasks/{task['id']}/refine", json={"question": task["question"], **point}).json()
+    j = next(c["index"] for c in again["candidates"] if not c["empty"])
+    body = {"proposal_id": again["proposal_id"], "candidate": j, "mask_png": again["candidates"][j]["png"]}
+    refined = save(task, body).json()
+    assert (refined["outcome"], refined["clicks"], refined["candidate"]) == ("refined", 1, j)
+    # The author's later edit makes it an edit; back to the candidate's mask, it is the candidate again.
+    put = {"question": task["question"], "mask_png": with_another_word(task, again["candidates"][j]), "version": 1}
+    assert ann.put(f"/api/annotations/{refined['id']}", json=put).json()["outcome"] == "edited"
+    back = put | {"mask_png": again["candidates"][j]["png"], "version": 2}
+    assert ann.put(f"/api/annotations/{refined['id']}", json=back).json()["outcome"] == "refined"
+    # A proposal made for another task, or for another person, is refused.
+    task, prop = ask()
+    other = bob.post("/api/tasks/next").json()
+    body = {"proposal_id": prop["proposal_id"], "candidate": 0, "mask_png": mask_png(word_mask(other["page"], [0]))}
+    foreign = bob.post(f"/api/tasks/{other['id']}/annotation", json={"question": other["question"], **body})
+    assert foreign.status_code == 422 and "not made for this task" in foreign.json()["detail"]
+    # Stats and exports show the outcomes apart.
+    s = stats.compute(db)["by_person"]["ann"]
+    assert (s["accepted_as_is_rate"], s["edited_rate"], s["refined_rate"]) == (1 / 3, 1 / 3, 1 / 3)
+    export(db, "jsonl", tmp_path / "x")
+    rows = [json.loads(line) for line in (tmp_path / "x" / "annotations.jsonl").read_text().splitlines()]
+    assert sorted((r["outcome"], r["accepted_candidate"]) for r in rows) == sorted(
+        [("accepted", k), ("edited", None), ("refined", j)]
+    )
+    db.dispose()
 
 
 def test_skip_hands_out_another_task_and_signing_out_gives_leases_back(engine, monkeypatch):

@@ -104,7 +104,7 @@ def test_rectangle_cover_is_exact_on_random_masks():
 
 def _annotate_some(db, n: int):
     """n annotations by ann on distinct tasks: masks of 1-3 words, one not answerable."""
-    from docjepa.apps.engine import store
+    from docjepa.apps.engine import masks, store
 
     ann = next(u for u in store.list_users(db) if u["name"] == "ann")
     made = []
@@ -113,17 +113,11 @@ def _annotate_some(db, n: int):
         ids = list(range(i % 3, i % 3 + 1 + i % 3))
         answerable = i != 1
         mask = word_mask(task["page"], ids) if answerable else None
-        made.append(
-            (
-                store.create_annotation(
-                    db,
-                    task["id"],
-                    ann["id"],
-                    store.Answer(task["question"], answerable, mask, 3.0 + i, i % 2, 0 if i % 2 == 0 else None, "m:1"),
-                ),
-                mask,
-            )
-        )
+        # The model proposed this very mask; every other save keeps its candidate (accepted), the rest draw.
+        proposed = masks.encode(word_mask(task["page"], ids))
+        pid = store.record_proposal(db, task["id"], ann["id"], "propose", "m:1", [proposed], [0.9], 0)
+        answer = store.Answer(task["question"], answerable, mask, 3.0 + i, i % 2, 0 if i % 2 == 0 else None, pid)
+        made.append((store.create_annotation(db, task["id"], ann["id"], answer), mask))
     return made
 
 
@@ -185,7 +179,7 @@ def test_stats_and_command_line(tmp_path, docs, capsys, monkeypatch):
     url = f"sqlite:///{tmp_path / 'e.db'}"
     main(["engine", "init", "--db", url, "--data", str(docs / "d"), "--limit", "3", "--no-progress"])
     out = json.loads(capsys.readouterr().out)
-    assert out["pages_added"] == 3 and out["tasks_added"] > 3 and out["schema"] == "0003"
+    assert out["pages_added"] == 3 and out["tasks_added"] > 3 and out["schema"] == "0004"
     main(["engine", "init", "--db", url, "--data", str(docs / "d"), "--limit", "3", "--no-progress"])
     assert json.loads(capsys.readouterr().out)["pages_already_there"] == 3
     monkeypatch.setenv("PW", PASSWORD)
@@ -200,7 +194,8 @@ def test_stats_and_command_line(tmp_path, docs, capsys, monkeypatch):
     made = _annotate_some(db, 4)
     s = stats.compute(db)
     person = s["by_person"]["ann"]
-    assert person["annotations"] == 4 and person["accepted_as_is_rate"] == 0.5
+    assert person["annotations"] == 4 and person["accepted_as_is_rate"] == 0.5 and person["drawn_rate"] == 0.25
+    assert person["refined_rate"] == 0 and person["edited_rate"] == 0  # the fourth is not answerable
     assert person["seconds_per_mask_median"] == pytest.approx(np.median([3, 4, 5, 6]))
     assert person["edits_per_mask_mean"] == pytest.approx(0.5)
     assert sum(sum(d.values()) for d in s["per_day"].values()) == 4 and s["reviews"] == {"pending": 4}

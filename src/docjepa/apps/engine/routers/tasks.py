@@ -57,7 +57,21 @@ async def _answer(task_id: int, body: ProposeIn, who, db, cfg, proposer, refine:
         proposer.follow(await run_in_threadpool(store.serving_model, db))
     page = await run_in_threadpool(store.load_page, db, task["page_id"])
     prompts = body.prompts(page.height, page.width) if refine else None
-    return await proposer.propose(task["page_id"], page, body.question.strip(), prompts)
+    answer = await proposer.propose(task["page_id"], page, body.question.strip(), prompts)
+    # The server keeps what the model answered: a save refers to it by id, and its provenance is read from here.
+    answer["proposal_id"] = await run_in_threadpool(
+        store.record_proposal,
+        db,
+        task_id,
+        who["id"],
+        "refine" if refine else "propose",
+        answer["model_version"],
+        [c.pop("rle") for c in answer["candidates"]],
+        [c["score"] for c in answer["candidates"]],
+        answer["best"],
+        len(prompts["points"] or []) if prompts else 0,
+    )
+    return answer
 
 
 @router.post("/{task_id}/propose")

@@ -320,8 +320,10 @@ function answerPayload(answerable) {
     question: $("question").value.trim(), answerable,
     mask_png: answerable ? $("mask").toDataURL("image/png") : null,
     seconds, edits: state.edits,
-    candidate: answerable && state.proposal && !state.dirty && state.selected !== null ? state.selected : null,
-    model_version: state.proposal ? state.proposal.model_version : null,
+    // Where the answer started: the server records what the model proposed and decides from the mask whether the
+    // candidate was kept as proposed, refined or edited.
+    proposal_id: state.proposal ? state.proposal.proposal_id : null,
+    candidate: answerable && state.proposal && state.selected !== null ? state.selected : null,
   };
 }
 
@@ -412,8 +414,8 @@ async function review(decision) {
 
 // ---- dashboard -------------------------------------------------------------------------------------------------
 function table(title, rows) {
-  const keys = ["annotations", "seconds_per_mask_median", "edits_per_mask_mean", "accepted_as_is_rate"];
-  let html = `<h2>${title}</h2><table><tr><th></th><th>annotations</th><th>s / mask (median)</th><th>edits / mask</th><th>accepted as-is</th></tr>`;
+  const keys = ["annotations", "seconds_per_mask_median", "edits_per_mask_mean", "accepted_as_is_rate", "refined_rate", "edited_rate", "drawn_rate"];
+  let html = `<h2>${title}</h2><table><tr><th></th><th>annotations</th><th>s / mask (median)</th><th>edits / mask</th><th>accepted as-is</th><th>refined</th><th>edited</th><th>drawn</th></tr>`;
   for (const [name, r] of Object.entries(rows)) {
     const esc = name.replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" }[c]));
     html += `<tr><td>${esc}</td>` + keys.map((k) => `<td>${r[k] === undefined ? "" : (Number.isInteger(r[k]) ? r[k] : r[k].toFixed(2))}</td>`).join("") + "</tr>";

@@ -38,6 +38,7 @@ from .annotations import (
 from .audit import audit_log
 from .errors import Conflict, Forbidden, Invalid, NotFound
 from .pages import add_pages, load_page, page_image, page_info, page_json, page_record, record_upload
+from .proposals import record_proposal
 from .review import next_for_review, review_annotation
 from .settings import counts, serving_model, serving_setting, set_serving_model
 from .tasks import (
@@ -89,6 +90,7 @@ __all__ = [
     "page_json",
     "page_record",
     "rank",
+    "record_proposal",
     "record_upload",
     "release",
     "release_all",

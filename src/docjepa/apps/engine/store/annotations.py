@@ -14,6 +14,7 @@ from ..tables import Annotation, PageRow, Task, User, now
 from .accounts import rank
 from .audit import audit_change
 from .errors import Conflict, Forbidden, Invalid, NotFound
+from .proposals import outcome_after_change, provenance
 from .tasks import held_task
 
 MAX_EDITS = 2**31 - 1
@@ -32,7 +33,13 @@ class Answer:
     seconds: float = 0.0
     edits: int = 0
     candidate: int | None = None
+    """The candidate of the proposal the answer started from (whether it was kept is decided from the mask)."""
+    proposal_id: int | None = None
+    """The proposal (recorded by the server) the answer started from; None: drawn without one."""
     model_version: str | None = None
+    """Automatic labels only: the model that made it (people's saves take it from their proposal)."""
+    reason: str = ""
+    """Why someone changed another person's annotation (required then)."""
 
 
 def check_answer(answer: Answer, page: PageRow) -> tuple[dict | None, list[int]]:
@@ -67,6 +74,10 @@ def annotation_json(a: Annotation) -> dict:
         "user_id": a.user_id,
         "model_version": a.model_version,
         "candidate": a.candidate,
+        "proposal_id": a.proposal_id,
+        "outcome": a.outcome,
+        "clicks": a.clicks,
+        "edited_by": a.edited_by,
         "seconds": a.seconds,
         "edits": a.edits,
         "review": a.review,
@@ -86,7 +97,11 @@ def create_annotation(db: Database, task_id: int, user_id: int, answer: Answer) 
         page = s.get(PageRow, task.page_id)
         same_question(answer, task.question)
         rle, words = check_answer(answer, page)
-        return _save_new(s, task, answer, rle, words, user_id, "human", audit_user=user_id)
+        pid, version, candidate, outcome, clicks = provenance(
+            s, answer.proposal_id, answer.candidate, task.id, user_id, rle, answer.answerable
+        )
+        origin = {"proposal_id": pid, "model_version": version, "candidate": candidate, "outcome": outcome}
+        return _save_new(s, task, answer, rle, words, user_id, "human", audit_user=user_id, clicks=clicks, **origin)
 
 
 AUTOLABEL_USER = "autolabel"
@@ -116,12 +131,28 @@ def create_machine_annotation(db: Database, task_id: int, mask: np.ndarray, mode
         ):
             return None
         page = s.get(PageRow, task.page_id)
-        answer = Answer(task.question or "", True, mask, model_version=model_version)
+        answer = Answer(task.question or "", True, mask)
         rle, words = check_answer(answer, page)
-        return _save_new(s, task, answer, rle, words, uid, "machine", audit_user=None)
+        origin = {"proposal_id": None, "model_version": model_version, "candidate": None, "outcome": "machine"}
+        return _save_new(s, task, answer, rle, words, uid, "machine", audit_user=None, **origin)
 
 
-def _save_new(s, task: Task, answer: Answer, rle, words: list[int], user_id: int, source: str, audit_user) -> dict:
+def _save_new(
+    s,
+    task: Task,
+    answer: Answer,
+    rle,
+    words: list[int],
+    user_id: int,
+    source: str,
+    audit_user,
+    *,
+    proposal_id,
+    model_version,
+    candidate,
+    outcome,
+    clicks: int = 0,
+) -> dict:
     """The first version of a task's annotation, audited, and the task closed, in the caller's transaction."""
     t = now()
     a = Annotation(
@@ -132,8 +163,12 @@ def _save_new(s, task: Task, answer: Answer, rle, words: list[int], user_id: int
         mask=rle,
         word_ids=words,
         user_id=user_id,
-        model_version=answer.model_version,
-        candidate=answer.candidate if answer.answerable else None,
+        model_version=model_version,
+        candidate=candidate,
+        proposal_id=proposal_id,
+        outcome=outcome,
+        clicks=clicks,
+        edited_by=user_id,
         seconds=float(answer.seconds),
         edits=int(answer.edits),
         review="pending",
@@ -194,9 +229,11 @@ def _jsonable(d: dict[str, Any]) -> dict[str, Any]:
 
 
 def update_annotation(db: Database, annotation_id: int, version: int, user: dict, answer: Answer) -> dict:
-    """Change an annotation (its author, or a reviewer) from ``version``: a new mask or "not answerable". The
-    question and the model that proposed it stay; the seconds and edits are added to the ones already spent; it
-    counts as a candidate accepted as-is only while its mask is that candidate's."""
+    """Change an annotation (its author, or a reviewer with a reason) from ``version``: a new mask or "not
+    answerable". The question and the proposal it came from stay; the seconds and edits are added to the ones
+    already spent; its outcome is decided again from the new mask (a candidate as proposed only while the mask is
+    that candidate's). A changed mask makes the changer its editor, and the annotation waits for review by someone
+    else."""
     with db.read() as s:
         a = s.get(Annotation, annotation_id)
         if a is None:
@@ -204,17 +241,29 @@ def update_annotation(db: Database, annotation_id: int, version: int, user: dict
         page = s.get(PageRow, a.page_id)
         before = annotation_json(a)
     same_question(answer, before["question"])
+    someone_else = before["user_id"] != user["id"]
+    if someone_else and rank(user["role"]) < rank("reviewer"):
+        raise Forbidden("only its author or a reviewer may change an annotation")
+    if someone_else and not answer.reason.strip():
+        raise Invalid("changing someone else's annotation needs a reason (reason)")
     rle, words = check_answer(answer, page)
-    kept = rle == before["mask"] and answer.answerable == before["answerable"]
+    changed = rle != before["mask"] or answer.answerable != before["answerable"]
+    with db.read() as s:
+        outcome = outcome_after_change(
+            s, before["proposal_id"], before["candidate"], before["outcome"], rle, answer.answerable
+        )
     values = {
         "answerable": answer.answerable,
         "mask": rle,
         "word_ids": words,
         "seconds": min(MAX_SECONDS, before["seconds"] + float(answer.seconds)),
         "edits": min(MAX_EDITS, before["edits"] + int(answer.edits)),
-        "candidate": before["candidate"] if kept else None,
+        "outcome": outcome,
+        "edited_by": user["id"] if changed else before["edited_by"],
         "review": "pending",
     }
+    if someone_else:
+        values["review_reason"] = answer.reason.strip()
     return versioned_update(db, annotation_id, version, user, values, "update")
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import func, select
+from sqlalchemy import func, or_, select
 
 from ..db import Database
 from ..tables import Annotation, PageRow
@@ -10,6 +10,7 @@ from .accounts import rank
 from .annotations import Answer, annotation_json, check_answer, same_question, versioned_update
 from .errors import Forbidden, Invalid, NotFound
 from .pages import page_json
+from .proposals import outcome_after_change
 
 
 def review_annotation(
@@ -21,7 +22,9 @@ def review_annotation(
     reason: str = "",
     fix: Answer | None = None,
 ) -> dict:
-    """approve / reject (a reason is required) / fix (a corrected answer and a reason; the fix is approved)."""
+    """approve / reject (a reason is required) / fix (a corrected answer and a reason). Four eyes: nobody reviews
+    an annotation they made or whose current content they changed, and a fix is not an approval: it becomes a
+    new version, pending, that another reviewer (or an admin) reviews."""
     if rank(user["role"]) < rank("reviewer"):
         raise Forbidden("reviewing needs the reviewer or admin role")
     if decision not in ("approve", "reject", "fix"):
@@ -32,20 +35,35 @@ def review_annotation(
         a = s.get(Annotation, annotation_id)
         if a is None:
             raise NotFound(f"no annotation {annotation_id}")
-        author, question, page = a.user_id, a.question, s.get(PageRow, a.page_id)
+        author, editor, question, page = a.user_id, a.edited_by, a.question, s.get(PageRow, a.page_id)
+        proposal_id, candidate, outcome = a.proposal_id, a.candidate, a.outcome
     if author == user["id"]:
         raise Forbidden("an annotation is reviewed by someone other than its author")
-    values = {
-        "review": "rejected" if decision == "reject" else "approved",
-        "review_reason": reason.strip(),
-        "reviewer_id": user["id"],
-    }
+    if editor == user["id"]:
+        raise Forbidden("an annotation is reviewed by someone other than the person who last changed it")
     if decision == "fix":
         if fix is None:
             raise Invalid("fix needs the corrected answer")
         same_question(fix, question)
         rle, words = check_answer(fix, page)
-        values |= {"mask": rle, "word_ids": words, "answerable": fix.answerable}
+        with db.read() as s:
+            outcome = outcome_after_change(s, proposal_id, candidate, outcome, rle, fix.answerable)
+        values = {
+            "mask": rle,
+            "word_ids": words,
+            "answerable": fix.answerable,
+            "outcome": outcome,
+            "edited_by": user["id"],
+            "review": "pending",
+            "review_reason": reason.strip(),
+            "reviewer_id": None,
+        }
+        return versioned_update(db, annotation_id, version, user, values, "review")
+    values = {
+        "review": "rejected" if decision == "reject" else "approved",
+        "review_reason": reason.strip(),
+        "reviewer_id": user["id"],
+    }
     return versioned_update(db, annotation_id, version, user, values, "review")
 
 
@@ -54,7 +72,11 @@ def next_for_review(db: Database, user: dict, source: str | None = None) -> dict
     label (reviewers audit a sample of them)."""
 
     with db.read() as s:
-        q = select(Annotation).where(Annotation.review == "pending", Annotation.user_id != user["id"])
+        q = select(Annotation).where(
+            Annotation.review == "pending",
+            Annotation.user_id != user["id"],
+            or_(Annotation.edited_by.is_(None), Annotation.edited_by != user["id"]),
+        )
         if source is not None:
             q = q.where(Annotation.source == source)
         q = q.order_by(func.random()) if source == "machine" else q.order_by(Annotation.updated_at, Annotation.id)
