@@ -159,8 +159,30 @@ def words_mask(words: list[Word] | list[dict], ids: list[int], height: int, widt
     return out
 
 
-def snap_to_words(words: list[Word] | list[dict], mask: np.ndarray) -> tuple[np.ndarray, list[int]]:
+def snap_to_words(
+    words: list[Word] | list[dict], mask: np.ndarray, keep_at: list | tuple = ()
+) -> tuple[np.ndarray, list[int]]:
     """A candidate as the page edits it: the boxes of the words whose centre it covers (as ``predict`` snaps an
-    answer to its words), so clicking a word out removes every pixel of it; a mask over no word stays as it is."""
+    answer to its words), so clicking a word out removes every pixel of it; a mask over no word stays as it is.
+    ``keep_at``: points (page pixels) of positive clicks; a part of the mask that holds one that is on no word is
+    kept as the click rules drew it (the square on blank page, a block stretched to the click), not snapped away."""
     ids = words_inside(words, mask)
-    return (words_mask(words, ids, *mask.shape) if ids else mask), ids
+    if not ids:
+        return mask, ids
+    snapped = words_mask(words, ids, *mask.shape)
+    blank = [(x, y) for x, y in keep_at if not any(_inside(w, x, y) for w in words)]
+    if blank and mask.any():
+        from scipy import ndimage
+
+        parts, _ = ndimage.label(mask)
+        h, w = mask.shape
+        for x, y in blank:
+            part = parts[min(max(int(y), 0), h - 1), min(max(int(x), 0), w - 1)]
+            if part:
+                snapped |= parts == part
+    return snapped, ids
+
+
+def _inside(word, x: float, y: float) -> bool:
+    x0, y0, x1, y1 = word["box"] if isinstance(word, dict) else word.box
+    return x0 <= x <= x1 and y0 <= y <= y1

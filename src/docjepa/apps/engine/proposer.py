@@ -83,9 +83,12 @@ class Proposer:
                 p = self.model.propose(page, question, key=page_id)
             else:
                 p = self.model.refine(page, question, key=page_id, **refine)
+            keep = (
+                [pt for pt, lab in zip(refine.get("points") or [], refine.get("labels") or []) if lab] if refine else []
+            )
             candidates = []
             for k, raw in enumerate(p.masks):
-                m, ids = masks.snap_to_words(page.words, raw)
+                m, ids = masks.snap_to_words(page.words, raw, keep_at=keep)
                 candidates.append(
                     {
                         "index": k,

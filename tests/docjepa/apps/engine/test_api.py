@@ -315,3 +315,29 @@ def test_refine_on_a_server_without_a_model(db_url, docs):
     assert r.status_code == 503 and "without --checkpoint" in r.json()["detail"]
     db.dispose()
     app.state.db.dispose()
+
+
+def test_refine_an_annotation_already_saved_and_pass_over_one_in_review(engine):
+    """The Model tool on an earlier annotation (its author or a reviewer; nothing saved), and Review's Next: the
+    annotation passed over is not shown again while another waits."""
+    app, _ = engine
+    ann, bob, rev = client_for(app, "ann"), client_for(app, "bob"), client_for(app, "rev")
+    ids = []
+    for _ in range(2):
+        task = ann.post("/api/tasks/next").json()
+        body = {"question": task["question"], "mask_png": mask_png(word_mask(task["page"], [0]))}
+        ids.append(ann.post(f"/api/tasks/{task['id']}/annotation", json=body).json()["id"])
+    x0, y0, x1, y1 = task["page"]["words"][1]["box"]
+    click = {"question": task["question"], "points": [[(x0 + x1) / 2, (y0 + y1) / 2]], "labels": [1]}
+    again = ann.post(f"/api/annotations/{ids[1]}/refine", json=click)
+    assert again.status_code == 200 and len(again.json()["candidates"]) == 3
+    assert all("rle" not in c for c in again.json()["candidates"])
+    assert rev.post(f"/api/annotations/{ids[1]}/refine", json=click).status_code == 200
+    assert bob.post(f"/api/annotations/{ids[1]}/refine", json=click).status_code == 403  # not his
+    moved = ann.post(f"/api/annotations/{ids[1]}/refine", json=click | {"question": "Something else?"})
+    assert moved.status_code == 422
+    assert ann.get(f"/api/annotations/{ids[1]}").json()["version"] == 1  # nothing saved
+    first = rev.get("/api/review/next").json()["id"]
+    second = rev.get(f"/api/review/next?after={first}").json()["id"]
+    assert {first, second} == set(ids) and rev.get(f"/api/review/next?after={second}").json()["id"] == first
+    assert rev.get("/api/review/next?after=0").status_code == 422

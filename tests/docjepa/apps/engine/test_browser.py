@@ -81,6 +81,121 @@ def _click_word(driver, index: int, right: bool = False) -> None:
     action.perform()
 
 
+def _click_at(driver, x: float, y: float) -> None:
+    """A real click at page pixel (x, y), the page scrolled to show it first."""
+    from selenium.webdriver.common.actions.action_builder import ActionBuilder
+
+    sx, sy = driver.execute_script(
+        "const e = window.engine, w = document.getElementById('stage-wrap');"
+        "const cx = arguments[0] * e.scale, cy = arguments[1] * e.scale;"
+        "w.scrollLeft = cx - w.clientWidth / 2; w.scrollTop = cy - w.clientHeight / 2;"
+        "const r = document.getElementById('pointer-layer').getBoundingClientRect();"
+        "return [r.left + cx, r.top + cy];",
+        x,
+        y,
+    )
+    action = ActionBuilder(driver)
+    action.pointer_action.move_to_location(int(sx), int(sy)).click()
+    action.perform()
+
+
+def _painted_at(driver, x: float, y: float) -> bool:
+    return driver.execute_script(
+        "return document.getElementById('mask').getContext('2d')"
+        ".getImageData(Math.round(arguments[0]), Math.round(arguments[1]), 1, 1).data[3] > 0;",
+        x,
+        y,
+    )
+
+
+@pytest.mark.slow  # a real browser, two accounts, the model answering clicks
+def test_the_pages_loose_ends_are_tied(served):
+    """Shortcuts work after a click in the read-only question; the status line stays in view at 1400 × 1000; a
+    positive click on blank page gives the documented square; the Model tool works on a previous annotation and in
+    Review; Review's Next shows another annotation each time."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from docjepa.apps.engine import masks, store
+
+    base, db = served
+    driver = _browser()
+    try:
+        wait = WebDriverWait(driver, 30)
+        driver.get(base + "/")
+        _sign_in(driver, wait, "ann")
+        wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, ".candidate.selected")) == 1)
+        question = driver.find_element(By.ID, "question")
+        assert question.get_attribute("readonly") is not None
+        question.click()  # focus in the read-only question: the keys still reach the page
+        question.send_keys("b")
+        assert driver.execute_script("return window.engine.tool") == "box"
+        in_view = (
+            "const r = document.getElementById('status').getBoundingClientRect();"
+            "return r.top >= 0 && r.bottom <= window.innerHeight && r.height > 0;"
+        )
+        assert driver.execute_script(in_view)
+        # A positive click far from every word: the answer holds that point (a square one line high there).
+        x, y = driver.execute_script(
+            "const e = window.engine, W = e.page.width, H = e.page.height, m = 40;"
+            "const far = (x, y) => e.page.words.every(w => x < w.box[0] - m || x > w.box[2] + m ||"
+            " y < w.box[1] - m || y > w.box[3] + m);"
+            "for (let y = H - 60; y > 60; y -= 20) for (let x = 60; x < W - 60; x += 20) if (far(x, y)) return [x, y];"
+            "return [null, null];"
+        )
+        assert x is not None, "no blank spot on the page"
+        driver.find_element(By.TAG_NAME, "body").send_keys("k")
+        _click_at(driver, x, y)
+        wait.until(lambda d: "answered again" in d.find_element(By.ID, "status").text)
+        assert _painted_at(driver, x, y)
+        assert driver.execute_script(in_view)
+        first = driver.execute_script("return window.engine.task.id")
+        driver.find_element(By.TAG_NAME, "body").send_keys(Keys.ENTER)
+        wait.until(
+            lambda d: d.execute_script("return window.engine.task && window.engine.task.id") not in (None, first)
+        )
+        saved = {a["task_id"]: a for a in store.my_annotations(db, 1)}[first]
+        assert saved["outcome"] == "refined" and masks.decode(saved["mask"])[round(y), round(x)]  # the square, kept
+        # Save one more, so that two wait for review.
+        wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, ".candidate.selected")) == 1)
+        second = driver.execute_script("return window.engine.task.id")
+        driver.find_element(By.TAG_NAME, "body").send_keys(Keys.ENTER)
+        wait.until(
+            lambda d: d.execute_script("return window.engine.task && window.engine.task.id") not in (None, second)
+        )
+        wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, ".candidate.selected")) == 1)
+        # ← opens a previous annotation; the Model tool answers there too.
+        driver.find_element(By.TAG_NAME, "body").send_keys(Keys.ARROW_LEFT)
+        wait.until(lambda d: d.execute_script("return !!window.engine.annotation && !window.engine.task"))
+        driver.find_element(By.TAG_NAME, "body").send_keys("k")
+        _click_word(driver, 0)
+        wait.until(lambda d: "answered again" in d.find_element(By.ID, "status").text)
+        assert len(driver.find_elements(By.CSS_SELECTOR, ".candidate")) == 3
+        driver.find_element(By.ID, "logout").click()
+
+        # Review: Next shows another annotation each time; the Model tool answers there too.
+        _sign_in(driver, wait, "rev")
+        wait.until(lambda d: d.execute_script("return window.engine.annotation && window.engine.annotation.id"))
+        seen = [driver.execute_script("return window.engine.annotation.id")]
+        for _ in range(2):
+            driver.find_element(By.ID, "review-next").click()
+            wait.until(
+                lambda d, last=seen[-1]: (
+                    (d.execute_script("return window.engine.annotation && window.engine.annotation.id") or last) != last
+                )
+            )
+            seen.append(driver.execute_script("return window.engine.annotation.id"))
+        assert seen[0] != seen[1] and seen[1] != seen[2] and seen[2] == seen[0]  # two pending: in turn
+        driver.find_element(By.TAG_NAME, "body").send_keys("k")
+        _click_word(driver, 0)
+        wait.until(lambda d: "answered again" in d.find_element(By.ID, "status").text)
+        errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE" and "/api/me" not in e["message"]]
+        assert errors == []
+    finally:
+        driver.quit()
+
+
 def test_annotate_in_a_real_browser(served):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys

@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Literal
 
 from fastapi import APIRouter, HTTPException, Response
+from starlette.concurrency import run_in_threadpool
 
 from .. import masks, store
-from ..dependencies import DB, Id, User
-from ..schemas import AnswerIn, AnswerUpdate
+from ..answers import model_answer
+from ..dependencies import DB, Config, Id, Model, User
+from ..schemas import AnswerIn, AnswerUpdate, RefineIn
 
 router = APIRouter(prefix="/api", tags=["annotations"])
 
@@ -46,3 +48,16 @@ def annotation_mask(annotation_id: Id, who: User, db: DB) -> Response:
 def update(annotation_id: Id, body: AnswerUpdate, who: User, db: DB) -> dict:
     page = store.page_info(db, store.get_annotation(db, annotation_id)["page_id"])
     return store.update_annotation(db, annotation_id, body.version, who, body.to_answer(page["height"], page["width"]))
+
+
+@router.post("/annotations/{annotation_id}/refine")
+async def refine(annotation_id: Id, body: RefineIn, who: User, db: DB, cfg: Config, proposer: Model) -> dict:
+    """The Model tool on an annotation already saved (one's own earlier answer, or one under review): the model
+    answers again from the person's clicks, box and current mask. Nothing is saved until the annotation is."""
+    a = await run_in_threadpool(get_annotation, annotation_id, who, db)
+    if body.question.strip() != a["question"]:
+        raise store.Invalid("the question of this annotation cannot be changed")
+    answer = await model_answer(proposer, cfg, db, a["page_id"], body, refine=True)
+    for c in answer["candidates"]:
+        c.pop("rle")
+    return answer

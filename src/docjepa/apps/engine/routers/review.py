@@ -2,21 +2,27 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 
 from .. import store
 from ..dependencies import DB, Id, Reviewer
-from ..schemas import ReviewIn
+from ..schemas import MAX_INT, ReviewIn
 
 router = APIRouter(prefix="/api", tags=["review"])
 
 
 @router.get("/review/next")
-def review_next(who: Reviewer, db: DB, source: Literal["human", "machine"] | None = None):
-    a = store.next_for_review(db, who, source)
+def review_next(
+    who: Reviewer,
+    db: DB,
+    source: Literal["human", "machine"] | None = None,
+    after: Annotated[int | None, Query(ge=1, le=MAX_INT)] = None,
+):
+    """The next annotation to review; ``after``: the one passed over (Next), so another comes."""
+    a = store.next_for_review(db, who, source, after)
     return a if a is not None else JSONResponse({"detail": "nothing to review"}, status_code=404)
 
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, HTTPException
+from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from .. import store
+from ..answers import model_answer
 from ..dependencies import DB, Admin, Config, Id, Model, User
 from ..schemas import NewTask, ProposeIn, RefineIn
 
@@ -48,17 +49,12 @@ def add_task(body: NewTask, who: Admin, db: DB) -> dict:
 
 
 async def _answer(task_id: int, body: ProposeIn, who, db, cfg, proposer, refine: bool) -> dict:
-    if proposer is None:
-        raise HTTPException(503, "no model: the server was started without --checkpoint")
     task = await run_in_threadpool(store.task_for, db, task_id, who["id"])
     if task["question"] is not None and body.question.strip() != task["question"]:
         raise store.Invalid("the question of this task cannot be changed")
-    if proposer.due(cfg.follow_seconds):  # a retraining round may have promoted another model
-        proposer.follow(await run_in_threadpool(store.serving_model, db))
-    page = await run_in_threadpool(store.load_page, db, task["page_id"])
-    prompts = body.prompts(page.height, page.width) if refine else None
-    answer = await proposer.propose(task["page_id"], page, body.question.strip(), prompts)
+    answer = await model_answer(proposer, cfg, db, task["page_id"], body, refine)
     # The server keeps what the model answered: a save refers to it by id, and its provenance is read from here.
+    prompts = body.points if refine else []
     answer["proposal_id"] = await run_in_threadpool(
         store.record_proposal,
         db,
@@ -69,7 +65,7 @@ async def _answer(task_id: int, body: ProposeIn, who, db, cfg, proposer, refine:
         [c.pop("rle") for c in answer["candidates"]],
         [c["score"] for c in answer["candidates"]],
         answer["best"],
-        len(prompts["points"] or []) if prompts else 0,
+        len(prompts),
     )
     return answer
 

@@ -148,8 +148,16 @@ function refineBody() {
   if (!maskIsEmpty()) body.mask_png = $("mask").toDataURL("image/png");
   return body;
 }
+function refineUrl() {
+  // The Model tool works on the task held, and on an annotation already saved (one's own earlier answer, or one
+  // under review): the model answers again; nothing is saved until Submit (or Save fix).
+  if (state.task) return `/api/tasks/${state.task.id}/refine`;
+  if (state.annotation) return `/api/annotations/${state.annotation.id}/refine`;
+  return null;
+}
 async function refine(prompt) {
-  if (!state.task) return;
+  const url = refineUrl();
+  if (!url) { say("no task or annotation open", true); return; }
   if (!state.user.model) { say("no model: correct with the words, box and brush tools", true); return; }
   if (!$("question").value.trim()) { say("write a question first", true); return; }
   state.refines.push({ proposal: state.proposal, selected: state.selected, dirty: state.dirty, mask: maskCtx().getImageData(0, 0, state.page.width, state.page.height) });
@@ -157,7 +165,7 @@ async function refine(prompt) {
   say("the model answers again…");
   const t0 = performance.now();
   try {
-    state.proposal = await api("POST", `/api/tasks/${state.task.id}/refine`, refineBody());
+    state.proposal = await api("POST", url, refineBody());
   } catch (e) { state.prompts.pop(); state.refines.pop(); drawPrompts(); say(e.message, true); return; }
   state.edits += 1;
   renderCandidates();
@@ -392,11 +400,15 @@ async function openAnnotation(id) {
 }
 
 // ---- review ----------------------------------------------------------------------------------------------------
-async function nextReview() {
+async function nextReview(skip = false) {
+  // skip (Next →): pass over the annotation shown, so another comes (it again only when it is the last one).
+  const after = skip && state.annotation ? state.annotation.id : null;
   resetWork(); state.task = null;
   let a;
-  const source = $("review-source").value;
-  try { a = await api("GET", "/api/review/next" + (source ? `?source=${source}` : "")); }
+  const params = new URLSearchParams();
+  if ($("review-source").value) params.set("source", $("review-source").value);
+  if (after) params.set("after", after);
+  try { a = await api("GET", "/api/review/next" + (params.toString() ? `?${params}` : "")); }
   catch (e) { $("task-info").textContent = ""; say(e.status === 404 ? "nothing to review" : e.message, e.status !== 404); return; }
   await openAnnotation(a.id);
   say(a.source === "machine" ? `automatic label by ${a.model_version}` :
@@ -442,7 +454,11 @@ async function startRetrain() {
 }
 
 // ---- wiring ----------------------------------------------------------------------------------------------------
-function typing(ev) { const t = ev.target; return t && (t.tagName === "INPUT" || t.tagName === "TEXTAREA") && t.type !== "radio" && t.type !== "range"; }
+function typing(ev) {
+  // Keys go to a field only where one can type: a read-only question (a task's own) leaves the shortcuts working.
+  const t = ev.target;
+  return t && (t.tagName === "INPUT" || t.tagName === "TEXTAREA") && t.type !== "radio" && t.type !== "range" && !t.readOnly;
+}
 
 document.addEventListener("keydown", (ev) => {
   if (!state.user || state.mode === "dashboard") return;
@@ -462,7 +478,7 @@ document.addEventListener("keydown", (ev) => {
     p: propose, Enter: () => submit(true), n: () => submit(false), ArrowRight: skipTask, ArrowLeft: previous, m: addMissed,
     j: nextRejected,
   });
-  else Object.assign(actions, { a: () => review("approve"), x: () => review("reject"), f: () => review("fix"), ArrowRight: nextReview });
+  else Object.assign(actions, { a: () => review("approve"), x: () => review("reject"), f: () => review("fix"), ArrowRight: () => nextReview(true) });
   const fn = actions[k] || actions[k.toLowerCase()];
   if (fn) { ev.preventDefault(); fn(); }
 });
@@ -497,8 +513,8 @@ window.addEventListener("DOMContentLoaded", () => {
   $("approve").addEventListener("click", () => review("approve"));
   $("reject").addEventListener("click", () => review("reject"));
   $("fix").addEventListener("click", () => review("fix"));
-  $("review-next").addEventListener("click", nextReview);
-  $("review-source").addEventListener("change", nextReview);
+  $("review-next").addEventListener("click", () => nextReview(true));
+  $("review-source").addEventListener("change", () => nextReview());
   $("retrain").addEventListener("click", startRetrain);
   for (const r of document.querySelectorAll("input[name=tool]")) r.addEventListener("change", () => setTool(r.value));
   const layer = $("pointer-layer");

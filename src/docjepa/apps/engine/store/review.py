@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import func, or_, select
+from sqlalchemy import and_, func, or_, select
 
 from ..db import Database
 from ..tables import Annotation, PageRow
@@ -67,9 +67,10 @@ def review_annotation(
     return versioned_update(db, annotation_id, version, user, values, "review")
 
 
-def next_for_review(db: Database, user: dict, source: str | None = None) -> dict | None:
-    """The oldest pending annotation made by someone else; with ``source="machine"``, a random pending automatic
-    label (reviewers audit a sample of them)."""
+def next_for_review(db: Database, user: dict, source: str | None = None, after: int | None = None) -> dict | None:
+    """The oldest pending annotation made (and last changed) by someone else; with ``source="machine"``, a random
+    pending automatic label (reviewers audit a sample of them). ``after``: the one the reviewer passes over (Next):
+    the next after it in that order, wrapping around, and it again only when it is the only one left."""
 
     with db.read() as s:
         q = select(Annotation).where(
@@ -79,8 +80,20 @@ def next_for_review(db: Database, user: dict, source: str | None = None) -> dict
         )
         if source is not None:
             q = q.where(Annotation.source == source)
-        q = q.order_by(func.random()) if source == "machine" else q.order_by(Annotation.updated_at, Annotation.id)
-        a = s.scalar(q.limit(1))
+        order = (func.random(),) if source == "machine" else (Annotation.updated_at, Annotation.id)
+        a = None
+        current = s.get(Annotation, after) if after is not None else None
+        if current is not None:
+            if source != "machine":
+                later = or_(
+                    Annotation.updated_at > current.updated_at,
+                    and_(Annotation.updated_at == current.updated_at, Annotation.id > current.id),
+                )
+                a = s.scalar(q.where(later).order_by(*order).limit(1))
+            if a is None:  # wrap around (or, for a random sample, any other)
+                a = s.scalar(q.where(Annotation.id != current.id).order_by(*order).limit(1))
+        if a is None:
+            a = s.scalar(q.order_by(*order).limit(1))
         if a is None:
             return None
         return annotation_json(a) | {"page": page_json(s.get(PageRow, a.page_id))}
