@@ -134,3 +134,80 @@ def test_the_command_line_changes_accounts_too(engine, capsys, monkeypatch):
     with pytest.raises(SystemExit) as err:
         main(["engine", "user", "disable", "nobody", "--db", url])
     assert err.value.code == 2 and "no user 'nobody'" in capsys.readouterr().err
+
+
+@pytest.mark.slow  # a real browser
+def test_the_page_changes_accounts_and_ones_own_password(tmp_path, docs, tiny_proposer):
+    """An admin disables an account, changes a role and sets a password from the dashboard; a person changes
+    their own password from the page."""
+    import threading
+    import time
+
+    import uvicorn
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    from docjepa.apps.engine import store
+    from docjepa.apps.engine.app import ServerConfig, create_app
+
+    from .conftest import _free_port
+    from .test_browser import _browser, _sign_in
+
+    url = f"sqlite:///{tmp_path / 'engine.db'}"
+    db = make_engine(url, docs, pages=2)
+    port = _free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(ServerConfig(db=url), proposer=tiny_proposer), port=port, log_level="warning")
+    )
+    threading.Thread(target=server.run, daemon=True).start()
+    while not server.started:
+        time.sleep(0.05)
+    driver = _browser()
+    try:
+        wait = WebDriverWait(driver, 30)
+        driver.get(f"http://127.0.0.1:{port}/")
+        _sign_in(driver, wait, "boss")
+        driver.find_element(By.ID, "nav-dashboard").click()
+        wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#accounts tr[data-id]")) == 4)
+
+        def row(name):
+            return next(
+                r for r in driver.find_elements(By.CSS_SELECTOR, "#accounts tr[data-id]") if r.text.startswith(name)
+            )
+
+        def status_says(text):
+            wait.until(lambda d: text in d.find_element(By.ID, "accounts-status").text)
+
+        row("ann").find_element(By.CSS_SELECTOR, "button[data-action=disable]").click()
+        status_says("ann: disabled")
+        Select(row("rev").find_element(By.TAG_NAME, "select")).select_by_visible_text("annotator")
+        status_says("rev: role annotator")
+        row("bob").find_element(By.TAG_NAME, "input").send_keys(NEW)
+        row("bob").find_element(By.CSS_SELECTOR, "button[data-action=password]").click()
+        status_says("bob: password set")
+        users = {u["name"]: u for u in store.list_users(db)}
+        assert users["ann"]["active"] is False and users["rev"]["role"] == "annotator"
+        driver.find_element(By.ID, "logout").click()
+
+        field = wait.until(lambda d: d.find_element(By.ID, "login-name"))  # bob, with the password the admin set
+        wait.until(lambda d: field.is_displayed())
+        field.clear()
+        field.send_keys("bob")
+        driver.find_element(By.ID, "login-password").send_keys(NEW)
+        driver.find_element(By.ID, "login-submit").click()
+        wait.until(lambda d: d.execute_script("return !!(window.engine.user && window.engine.user.name === 'bob')"))
+        driver.find_element(By.ID, "nav-password").click()
+        driver.find_element(By.ID, "password-old").send_keys(NEW)
+        driver.find_element(By.ID, "password-new").send_keys("bob's own passphrase")
+        driver.find_element(By.ID, "password-again").send_keys("bob's own passphrase")
+        driver.find_element(By.ID, "password-submit").click()
+        wait.until(lambda d: "changed" in d.find_element(By.ID, "password-status").text)
+    finally:
+        driver.quit()
+        server.should_exit = True
+    from fastapi.testclient import TestClient
+
+    anon = TestClient(create_app(ServerConfig(db=url), proposer=None))
+    assert anon.post("/api/login", json={"name": "bob", "password": "bob's own passphrase"}).status_code == 200
+    assert anon.post("/api/login", json={"name": "ann", "password": PASSWORD}).status_code == 403
+    db.dispose()

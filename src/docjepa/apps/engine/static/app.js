@@ -50,6 +50,7 @@ async function openView(view) {
   state.mode = view;
   for (const b of document.querySelectorAll("header nav button")) b.classList.toggle("active", b.dataset.view === view);
   if (view === "dashboard") { show("dashboard-view"); return loadDashboard(); }
+  if (view === "password") { show("password-view"); $("password-status").textContent = ""; $("password-old").focus(); return; }
   show("work-view");
   $("annotate-actions").classList.toggle("hidden", view !== "annotate");
   $("review-actions").classList.toggle("hidden", view !== "review");
@@ -447,7 +448,47 @@ async function loadDashboard() {
       `<td>${cell(rep.before && rep.before.mIoU)}</td><td>${cell(rep.after && rep.after.mIoU)}</td><td>${r.promoted ? "yes" : "no"}</td></tr>`;
   }
   $("dash-rounds").innerHTML = rounds.length ? html + "</table>" : "<p>none yet</p>";
+  await loadAccounts();
 }
+// ---- accounts (admins) and one's own password -------------------------------------------------------------------
+const esc = (v) => String(v).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" }[c]));
+async function loadAccounts() {
+  if (!state.user || state.user.role !== "admin") return;
+  const users = await api("GET", "/api/users");
+  const roles = ["annotator", "reviewer", "admin"];
+  let html = "<table><tr><th>user</th><th>role</th><th>active</th><th></th><th>new password</th></tr>";
+  for (const u of users) {
+    if (u.name === "autolabel") continue;  // the automatic labels' account is nobody's
+    const options = roles.map((r) => `<option${r === u.role ? " selected" : ""}>${r}</option>`).join("");
+    html += `<tr data-id="${u.id}"><td>${esc(u.name)}</td><td><select data-action="role">${options}</select></td>` +
+      `<td>${u.active ? "yes" : "no"}</td><td><button data-action="${u.active ? "disable" : "enable"}">${u.active ? "Disable" : "Enable"}</button></td>` +
+      `<td><input type="password" autocomplete="new-password" placeholder="8+ characters"><button data-action="password">Set</button></td></tr>`;
+  }
+  $("accounts").innerHTML = html + "</table>";
+}
+async function accountAction(ev) {
+  const el = ev.target, row = el.closest("tr"), action = el.dataset.action;
+  if (!row || !action || (ev.type === "click" && el.tagName === "SELECT")) return;
+  const id = row.dataset.id, name = row.cells[0].textContent;
+  try {
+    if (action === "role") await api("PATCH", `/api/users/${id}`, { role: el.value });
+    else if (action === "disable" || action === "enable") await api("PATCH", `/api/users/${id}`, { active: action === "enable" });
+    else if (action === "password") await api("POST", `/api/users/${id}/password`, { password: row.querySelector("input").value });
+    $("accounts-status").textContent = `${name}: ${action === "role" ? "role " + el.value : action === "password" ? "password set, sessions ended" : action + "d"}`;
+  } catch (e) { $("accounts-status").textContent = `${name}: ${e.message}`; }
+  await loadAccounts();
+}
+async function changePassword(ev) {
+  ev.preventDefault();
+  const out = $("password-status");
+  if ($("password-new").value !== $("password-again").value) { out.textContent = "the two new passwords differ"; return; }
+  try {
+    await api("POST", "/api/me/password", { old: $("password-old").value, new: $("password-new").value });
+    out.textContent = "changed; your other sessions are signed out";
+    for (const id of ["password-old", "password-new", "password-again"]) $(id).value = "";
+  } catch (e) { out.textContent = e.message; }
+}
+
 async function startRetrain() {
   try { const r = await api("POST", "/api/retrain", { steps: 200 }); $("dash-status").textContent = `started: ${r.out} (log ${r.log})`; }
   catch (e) { $("dash-status").textContent = e.message; }
@@ -461,7 +502,7 @@ function typing(ev) {
 }
 
 document.addEventListener("keydown", (ev) => {
-  if (!state.user || state.mode === "dashboard") return;
+  if (!state.user || state.mode === "dashboard" || state.mode === "password") return;
   if (typing(ev)) { if (ev.key === "Enter" && !ev.shiftKey && ev.target.id === "question") { ev.preventDefault(); propose(); } if (ev.key === "Escape") ev.target.blur(); return; }
   const k = ev.key;
   if ((ev.ctrlKey || ev.metaKey) && k.toLowerCase() === "z") { ev.preventDefault(); undo(); return; }
@@ -497,6 +538,7 @@ window.addEventListener("DOMContentLoaded", () => {
     await api("POST", "/api/logout").catch(() => null); state.csrf = null; showLogin();
   });
   for (const b of document.querySelectorAll("header nav button")) b.addEventListener("click", () => openView(b.dataset.view));
+  $("nav-password").addEventListener("click", () => openView("password"));
   $("propose").addEventListener("click", propose);
   $("submit").addEventListener("click", () => submit(true));
   $("unanswerable").addEventListener("click", () => submit(false));
@@ -516,6 +558,9 @@ window.addEventListener("DOMContentLoaded", () => {
   $("review-next").addEventListener("click", () => nextReview(true));
   $("review-source").addEventListener("change", () => nextReview());
   $("retrain").addEventListener("click", startRetrain);
+  $("accounts").addEventListener("click", accountAction);
+  $("accounts").addEventListener("change", accountAction);
+  $("password-form").addEventListener("submit", changePassword);
   for (const r of document.querySelectorAll("input[name=tool]")) r.addEventListener("change", () => setTool(r.value));
   const layer = $("pointer-layer");
   layer.addEventListener("pointerdown", onPointerDown);
