@@ -144,6 +144,7 @@ def test_the_page_changes_accounts_and_ones_own_password(tmp_path, docs, tiny_pr
     import time
 
     import uvicorn
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select, WebDriverWait
 
@@ -170,10 +171,15 @@ def test_the_page_changes_accounts_and_ones_own_password(tmp_path, docs, tiny_pr
         driver.find_element(By.ID, "nav-dashboard").click()
         wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#accounts tr[data-id]")) == 4)
 
-        def row(name):
-            return next(
-                r for r in driver.find_elements(By.CSS_SELECTOR, "#accounts tr[data-id]") if r.text.startswith(name)
-            )
+        def row(name):  # the table is drawn again after each change: look the row up afresh
+            def find(d):
+                try:
+                    rows = d.find_elements(By.CSS_SELECTOR, "#accounts tr[data-id]")
+                    return next((r for r in rows if r.find_element(By.TAG_NAME, "td").text == name), False)
+                except StaleElementReferenceException:
+                    return False
+
+            return wait.until(find)
 
         def status_says(text):
             wait.until(lambda d: text in d.find_element(By.ID, "accounts-status").text)

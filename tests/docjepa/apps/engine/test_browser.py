@@ -167,7 +167,7 @@ def test_the_pages_loose_ends_are_tied(served):
         wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, ".candidate.selected")) == 1)
         # ← opens a previous annotation; the Model tool answers there too.
         driver.find_element(By.TAG_NAME, "body").send_keys(Keys.ARROW_LEFT)
-        wait.until(lambda d: d.execute_script("return !!window.engine.annotation && !window.engine.task"))
+        wait.until(lambda d: "your annotation" in d.find_element(By.ID, "status").text)  # opened, page drawn
         driver.find_element(By.TAG_NAME, "body").send_keys("k")
         _click_word(driver, 0)
         wait.until(lambda d: "answered again" in d.find_element(By.ID, "status").text)
@@ -176,16 +176,18 @@ def test_the_pages_loose_ends_are_tied(served):
 
         # Review: Next shows another annotation each time; the Model tool answers there too.
         _sign_in(driver, wait, "rev")
-        wait.until(lambda d: d.execute_script("return window.engine.annotation && window.engine.annotation.id"))
-        seen = [driver.execute_script("return window.engine.annotation.id")]
+        shown = (  # the status says whose answer it is once the annotation is open and its page drawn
+            "const a = window.engine.annotation;"
+            "return /by user/.test(document.getElementById('status').textContent) && a ? a.id : null;"
+        )
+        seen = [wait.until(lambda d: d.execute_script(shown))]  # opened, page drawn, status said
         for _ in range(2):
             driver.find_element(By.ID, "review-next").click()
-            wait.until(
-                lambda d, last=seen[-1]: (
-                    (d.execute_script("return window.engine.annotation && window.engine.annotation.id") or last) != last
+            seen.append(
+                wait.until(
+                    lambda d, last=seen[-1]: (d.execute_script(shown) or last) != last and d.execute_script(shown)
                 )
             )
-            seen.append(driver.execute_script("return window.engine.annotation.id"))
         assert seen[0] != seen[1] and seen[1] != seen[2] and seen[2] == seen[0]  # two pending: in turn
         driver.find_element(By.TAG_NAME, "body").send_keys("k")
         _click_word(driver, 0)

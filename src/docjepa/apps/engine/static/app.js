@@ -404,7 +404,7 @@ async function openAnnotation(id) {
 async function nextReview(skip = false) {
   // skip (Next →): pass over the annotation shown, so another comes (it again only when it is the last one).
   const after = skip && state.annotation ? state.annotation.id : null;
-  resetWork(); state.task = null;
+  resetWork(); state.task = null; say("");
   let a;
   const params = new URLSearchParams();
   if ($("review-source").value) params.set("source", $("review-source").value);
@@ -470,13 +470,15 @@ async function accountAction(ev) {
   const el = ev.target, row = el.closest("tr"), action = el.dataset.action;
   if (!row || !action || (ev.type === "click" && el.tagName === "SELECT")) return;
   const id = row.dataset.id, name = row.cells[0].textContent;
+  let said;
   try {
     if (action === "role") await api("PATCH", `/api/users/${id}`, { role: el.value });
     else if (action === "disable" || action === "enable") await api("PATCH", `/api/users/${id}`, { active: action === "enable" });
     else if (action === "password") await api("POST", `/api/users/${id}/password`, { password: row.querySelector("input").value });
-    $("accounts-status").textContent = `${name}: ${action === "role" ? "role " + el.value : action === "password" ? "password set, sessions ended" : action + "d"}`;
-  } catch (e) { $("accounts-status").textContent = `${name}: ${e.message}`; }
-  await loadAccounts();
+    said = `${name}: ${action === "role" ? "role " + el.value : action === "password" ? "password set, sessions ended" : action + "d"}`;
+  } catch (e) { said = `${name}: ${e.message}`; }
+  await loadAccounts();  // the table as it is now, then what was done
+  $("accounts-status").textContent = said;
 }
 async function changePassword(ev) {
   ev.preventDefault();
