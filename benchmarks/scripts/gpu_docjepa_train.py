@@ -49,7 +49,7 @@ def data_dirs(work: Path, demo, progress: bool = False) -> tuple[Path, Path]:
 
 
 def run(args, deadline: Deadline, device: torch.device, out: Path) -> dict[str, Any]:
-    from docjepa.apps.demo import DemoConfig, question_tower
+    from docjepa.apps.demo import DemoConfig, question_tower, tower_name
     from docjepa.config import load_config
     from docjepa.data.tokenizer import train_tokenizer
     from docjepa.train.finetune import FinetuneConfig, finetune
@@ -97,7 +97,7 @@ def run(args, deadline: Deadline, device: torch.device, out: Path) -> dict[str, 
         clip.data, clip.run = data(clip.data), loop(clip.run, demo.clip_steps, 50)
         pretrain_clip(clip, work / "clip", resume=False, progress=False)
         timings["pretrain_clip"] = time.perf_counter() - t
-    result["question_tower"] = "packaged or given, frozen" if tower is not None else "clip (pre-trained here)"
+    result["question_tower"] = tower_name(tower)
 
     reserve = 10.0 if args.dry_run else 90.0  # evaluation and packing
     fit = int((deadline.left() - reserve) / (FT_OVER_PT * pt_step)) // 100 * 100

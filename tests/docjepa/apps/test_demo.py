@@ -10,6 +10,7 @@ pytest.importorskip("faker")
 
 from PIL import Image
 
+from docjepa.apps.demo import PACKAGED_TOWER
 from docjepa.cli import main
 from docjepa.modeling.files import resolve_model_dir
 from docjepa.modeling.sentence_encoder import packaged_sentence_encoder
@@ -43,7 +44,7 @@ def test_demo_quick_mode_writes_report_and_results(demo, capsys):
     assert "mIoU" in html and "curves.png" in html and "examples.png" in html
     assert (demo / "curves.png").is_file() and (demo / "examples.png").is_file()
     packaged = packaged_sentence_encoder()  # with the lang extra the demo's question tower is that encoder
-    assert results["question_tower"] == (str(packaged) if packaged else "clip (pre-trained here)")
+    assert results["question_tower"] == (PACKAGED_TOWER if packaged else "clip (pre-trained here)")  # no local path
     stages = ("pretrain", "finetune") if packaged else ("pretrain", "clip", "finetune")
     for stage in stages:
         assert (demo / stage / "metrics.jsonl").is_file()
