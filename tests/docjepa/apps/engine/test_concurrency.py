@@ -78,6 +78,7 @@ def test_leases_many_workers_never_get_the_same_task(db_url, docs):
                 return
             with lock:
                 got.append((uid, task["id"]))
+            time.sleep(0.005)  # a person holds a task a moment: one thread cannot drain the queue before others start
             store.create_annotation(db, task["id"], uid, store.Answer(task["question"], False, None))
 
     threads = [threading.Thread(target=work, args=(u,)) for u in workers]
