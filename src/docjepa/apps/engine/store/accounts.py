@@ -8,9 +8,10 @@ import secrets
 from sqlalchemy import delete, func, select, update
 
 from ..db import Database
-from ..tables import ROLES, AuditEntry, LoginSession, Task, User, now
+from ..tables import ROLES, AuditEntry, LoginSession, User, now
 from . import throttle as throttling
 from .errors import Forbidden, Invalid, NotFound
+from .tasks import release_leases
 
 SESSION_SECONDS = 12 * 3600
 """How long a sign-in lasts."""
@@ -207,12 +208,7 @@ def set_active(db: Database, uid: int, active: bool, by: int | None) -> dict:
         ended = released = 0
         if not active:
             ended = _end_sessions(s, uid)
-            released = s.execute(
-                update(Task)
-                .where(Task.lease_user_id == uid, Task.status == "open")
-                .values(lease_user_id=None, lease_expires=None)
-                .execution_options(synchronize_session=False)
-            ).rowcount
+            released = release_leases(s, uid)
         after = {"active": active, "sessions_ended": ended, "tasks_released": released}
         _audit(s, by, "enable" if active else "disable", uid, {"active": before}, after)
         return user_json(user) | after

@@ -56,13 +56,7 @@ def provenance(s, proposal_id: int | None, candidate: int | None, task_id: int, 
     p = _proposal(s, proposal_id, task_id, user_id)
     if candidate is not None and not 0 <= candidate < len(p.candidates):
         raise Invalid(f"proposal {p.id} has {len(p.candidates)} candidates, not a candidate {candidate}")
-    if candidate is None:
-        outcome = "drawn"  # the model was asked, but the answer did not start from a candidate
-    elif p.candidates[candidate] == rle:
-        outcome = "refined" if p.kind == "refine" else "accepted"
-    else:
-        outcome = "edited"
-    return p.id, p.model_version, candidate, outcome, p.clicks
+    return p.id, p.model_version, candidate, _mask_outcome(p, candidate, rle), p.clicks
 
 
 def _proposal(s, proposal_id: int, task_id: int, user_id: int) -> Proposal:
@@ -78,8 +72,16 @@ def outcome_after_change(s, proposal_id: int | None, candidate: int | None, outc
     if not answerable:
         return "not-answerable"
     p = s.get(Proposal, proposal_id) if proposal_id is not None else None
-    if p is None or candidate is None or not 0 <= candidate < len(p.candidates):
+    if p is None:
         return "machine" if outcome == "machine" else "drawn"
+    return _mask_outcome(p, candidate, rle)
+
+
+def _mask_outcome(p: Proposal, candidate: int | None, rle) -> str:
+    """What a saved mask is to the proposal it started from: its candidate as proposed (``accepted``, or
+    ``refined`` for an answer to clicks), that candidate changed (``edited``), or no candidate (``drawn``)."""
+    if candidate is None or not 0 <= candidate < len(p.candidates):
+        return "drawn"
     if p.candidates[candidate] == rle:
         return "refined" if p.kind == "refine" else "accepted"
     return "edited"

@@ -109,13 +109,18 @@ def release(db: Database, task_id: int, user_id: int) -> None:
 def release_all(db: Database, user_id: int) -> int:
     """Give back every task the user holds (signing out); returns how many. These are not skips."""
     with db.write() as s:
-        res = s.execute(
-            update(Task)
-            .where(Task.lease_user_id == user_id, Task.status == "open")
-            .values(lease_user_id=None, lease_expires=None)
-            .execution_options(synchronize_session=False)
-        )
-        return res.rowcount
+        return release_leases(s, user_id)
+
+
+def release_leases(s, user_id: int) -> int:
+    """Give back every open task the user holds, in the caller's transaction; returns how many."""
+    res = s.execute(
+        update(Task)
+        .where(Task.lease_user_id == user_id, Task.status == "open")
+        .values(lease_user_id=None, lease_expires=None)
+        .execution_options(synchronize_session=False)
+    )
+    return res.rowcount
 
 
 def task_for(db: Database, task_id: int, user_id: int) -> dict:
