@@ -102,3 +102,82 @@ def test_the_check_finds_a_backward_import(tmp_path):
 @pytest.mark.parametrize("module", ["docjepa.data.prompt", "docjepa.modeling.files", "docjepa.train.trainer"])
 def test_moved_components_live_in_their_layer(module):
     assert layer(module)[1] == LAYERS[module.rsplit(".", 1)[0]]
+
+
+def module_graph(root: Path) -> dict[str, set[str]]:
+    """Module → the project's modules it imports (lazy ones included); ``from pkg import name`` counts as an
+    import of ``pkg.name`` where that is a module, else of ``pkg``; a package's ``__init__`` is left out (it only
+    gathers the package's face)."""
+    modules = {module_name(p, root) for p in root.rglob("*.py") if p.name != "__init__.py"}
+    graph: dict[str, set[str]] = {}
+    for path in sorted(root.rglob("*.py")):
+        if path.name == "__init__.py":
+            continue
+        name = module_name(path, root)
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom):
+                package = name.rpartition(".")[0]
+                if node.level:
+                    base = package.split(".")
+                    base = base[: len(base) - node.level + 1]
+                    target = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    target = node.module or ""
+                for alias in node.names:
+                    sub = f"{target}.{alias.name}"
+                    targets.add(sub if sub in modules else target)
+            elif isinstance(node, ast.Import):
+                targets.update(a.name for a in node.names)
+        graph[name] = {t for t in targets if t in modules and t != name}
+    return graph
+
+
+def import_circles(root: Path) -> list[list[str]]:
+    """Every strongly connected set of more than one module (Tarjan): modules that import each other."""
+    graph = module_graph(root)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            part = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                part.append(w)
+                if w == v:
+                    break
+            if len(part) > 1:
+                found.append(sorted(part))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_modules_import_each_other():
+    assert import_circles(SRC) == []
+
+
+def test_the_check_finds_an_import_circle(tmp_path):
+    pkg = tmp_path / "rsngd"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("from . import a, b\n")
+    (pkg / "a.py").write_text("from .b import x\n")
+    (pkg / "b.py").write_text("def f():\n    from . import a\n")  # lazy, back to a
+    (pkg / "c.py").write_text("from . import a\n")  # one way: no circle
+    assert import_circles(tmp_path) == [["rsngd.a", "rsngd.b"]]

@@ -4,9 +4,10 @@ from . import ablations, projection, recipes
 from .factory import TARGETS, create_optimizer, param_groups, split_parameters
 from .history import fisher_gram
 from .memory import optimizer_state_bytes
-from .optimizer import RSNGD, tag_parameter_names
+from .optimizer import RSNGD
 from .recipes import RECIPES
 from .schedule import lr_factor, warmup_cosine
+from .subspaces import tag_parameter_names
 from .woodbury import damped_cholesky_solve, natural_gradient
 
 __all__ = [

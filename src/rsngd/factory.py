@@ -17,24 +17,31 @@ split, so every method sees the same projected matrices and the same AdamW part.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import nn
 
 from . import ablations
-from .optimizer import RSNGD, AblationRSNGD
+from .ablations import AblationRSNGD
+from .optimizer import RSNGD
 from .recipes import DEFAULT, RECIPES
 
-__all__ = ["METHODS", "TARGETS", "create_optimizer", "param_groups", "split_parameters"]
+__all__ = [
+    "BASELINES",
+    "METHODS",
+    "TARGETS",
+    "Split",
+    "baseline",
+    "create_optimizer",
+    "param_groups",
+    "split_parameters",
+]
 
 TARGETS: tuple[str, ...] = ("attn", "attention", "mlp", "intermediate", "output.dense", "linear1", "linear2")
 """Name fragments of the matrices that are projected (attention and MLP weights)."""
-
-METHODS = (*RECIPES, "adamw", "muon", "galore", "fira", "apollo", "apollo-mini", "adam-mini")
-"""Names :func:`create_optimizer` knows: RS-SNGD's recipes, then the baselines (``apollo-mini`` is APOLLO with its
-rank-1 tensor-wise settings)."""
 
 Named = Iterable[tuple[str, nn.Parameter]]
 
@@ -105,59 +112,127 @@ def create_optimizer(
     ``torch.optim.Muon``'s ``momentum``, ``nesterov``, ``ns_steps``, ``adjust_lr_fn``. With ``adamw``, the
     projected matrices are simply the group at ``lr``. Baselines default to ``lr`` 1e-3.
     """
-    if name not in METHODS:
-        raise ValueError(f"unknown optimizer {name!r}; choose one of {', '.join(METHODS)}")
+    if name not in RECIPES and name not in BASELINES:
+        raise ValueError(f"unknown optimizer {name!r}; choose one of {', '.join((*RECIPES, *BASELINES))}")
     named = list(named_parameters)
     if name in RECIPES:
         return _rsngd(named, name, lr, adamw_lr, weight_decay, targets, hp)
     lr = 1e-3 if lr is None else lr
-    if name == "adam-mini":
-        from adam_mini import Adam_mini
+    split = Split(named, *split_parameters(named, targets), lr, lr if adamw_lr is None else adamw_lr, weight_decay)
+    return BASELINES[name](split, hp)
 
-        dim, heads = hp.pop("dim"), hp.pop("n_heads")
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            opt = Adam_mini(
-                named, lr=lr, weight_decay=weight_decay, dim=dim, n_heads=heads, n_kv_heads=heads, verbose=False, **hp
-            )
-        if adamw_lr is not None:  # Adam-mini makes one group per tensor: the non-projected ones get adamw_lr
-            projected = {id(p) for p in split_parameters(named, targets)[0]}
-            for group in opt.param_groups:
-                if not any(id(p) in projected for p in group["params"]):
-                    group["lr"] = adamw_lr
-        return opt
-    proj, other, flat = split_parameters(named, targets)
-    rest_lr = lr if adamw_lr is None else adamw_lr
-    rest = [
-        {"params": other, "lr": rest_lr, "weight_decay": weight_decay},
-        {"params": flat, "lr": rest_lr, "weight_decay": 0.0},
-    ]
-    if name == "muon":
-        from .muon import MuonWithAdamW
 
-        muon = [{"params": proj, "lr": lr, "weight_decay": weight_decay}]
-        return MuonWithAdamW(muon, rest, lr=lr, adamw_lr=rest_lr, weight_decay=weight_decay, **hp)
-    if name == "adamw":
-        groups = [{"params": proj, "lr": lr, "weight_decay": weight_decay}, *rest]
-        return torch.optim.AdamW([g for g in groups if g["params"]], lr=lr, **hp)
-    rest = [g for g in rest if g["params"]]
-    if name == "galore":
-        from galore_torch import GaLoreAdamW
+@dataclass(frozen=True)
+class Split:
+    """What a baseline's builder gets: the parameters, split by :func:`split_parameters`, and the common settings."""
 
-        group = {"params": proj, "lr": lr, "proj_type": "std", **hp}
-        return GaLoreAdamW([group, *rest], lr=lr, weight_decay=weight_decay)
-    if name == "fira":
-        from fira import FiraAdamW
+    named: list[tuple[str, nn.Parameter]]
+    projected: list[nn.Parameter]
+    other: list[nn.Parameter]
+    flat: list[nn.Parameter]
+    lr: float
+    """Learning rate of the projected matrices."""
+    adamw_lr: float
+    """Learning rate of the rest (embeddings, output head, 1-D tensors)."""
+    weight_decay: float
+    """Decoupled weight decay of the matrices (1-D tensors take none)."""
 
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return FiraAdamW(
-                [{"params": proj, "lr": lr, "proj_type": "std", **hp}, *rest], lr=lr, weight_decay=weight_decay
-            )
-    from apollo_torch import APOLLOAdamW  # apollo, apollo-mini
+    def rest(self) -> list[dict[str, Any]]:
+        """The AdamW groups of the non-projected tensors (empty ones left out)."""
+        groups = [
+            {"params": self.other, "lr": self.adamw_lr, "weight_decay": self.weight_decay},
+            {"params": self.flat, "lr": self.adamw_lr, "weight_decay": 0.0},
+        ]
+        return [g for g in groups if g["params"]]
 
-    group = {"params": proj, "lr": lr, "proj": "random", "proj_type": "std", **hp}
-    return APOLLOAdamW([group, *rest], lr=lr, weight_decay=weight_decay)
+
+Builder = Callable[[Split, dict[str, Any]], torch.optim.Optimizer]
+
+BASELINES: dict[str, Builder] = {}
+"""The baselines :func:`create_optimizer` builds, by name (registered with :func:`baseline`)."""
+
+
+def baseline(name: str) -> Callable[[Builder], Builder]:
+    """Register a builder of the baseline ``name``: ``builder(split, hp)`` returns the optimizer."""
+
+    def register(builder: Builder) -> Builder:
+        BASELINES[name] = builder
+        return builder
+
+    return register
+
+
+@baseline("adamw")
+def _adamw(split: Split, hp: dict[str, Any]) -> torch.optim.Optimizer:
+    groups = [{"params": split.projected, "lr": split.lr, "weight_decay": split.weight_decay}, *split.rest()]
+    return torch.optim.AdamW([g for g in groups if g["params"]], lr=split.lr, **hp)
+
+
+@baseline("muon")
+def _muon(split: Split, hp: dict[str, Any]) -> torch.optim.Optimizer:
+    from .muon import MuonWithAdamW
+
+    muon = [{"params": split.projected, "lr": split.lr, "weight_decay": split.weight_decay}]
+    return MuonWithAdamW(
+        muon, split.rest(), lr=split.lr, adamw_lr=split.adamw_lr, weight_decay=split.weight_decay, **hp
+    )
+
+
+@baseline("galore")
+def _galore(split: Split, hp: dict[str, Any]) -> torch.optim.Optimizer:
+    from galore_torch import GaLoreAdamW
+
+    group = {"params": split.projected, "lr": split.lr, "proj_type": "std", **hp}
+    return GaLoreAdamW([group, *split.rest()], lr=split.lr, weight_decay=split.weight_decay)
+
+
+@baseline("fira")
+def _fira(split: Split, hp: dict[str, Any]) -> torch.optim.Optimizer:
+    from fira import FiraAdamW
+
+    group = {"params": split.projected, "lr": split.lr, "proj_type": "std", **hp}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return FiraAdamW([group, *split.rest()], lr=split.lr, weight_decay=split.weight_decay)
+
+
+@baseline("apollo-mini")  # APOLLO with its rank-1 tensor-wise settings (the benchmark's defaults)
+@baseline("apollo")
+def _apollo(split: Split, hp: dict[str, Any]) -> torch.optim.Optimizer:
+    from apollo_torch import APOLLOAdamW
+
+    group = {"params": split.projected, "lr": split.lr, "proj": "random", "proj_type": "std", **hp}
+    return APOLLOAdamW([group, *split.rest()], lr=split.lr, weight_decay=split.weight_decay)
+
+
+@baseline("adam-mini")
+def _adam_mini(split: Split, hp: dict[str, Any]) -> torch.optim.Optimizer:
+    from adam_mini import Adam_mini
+
+    hp = dict(hp)
+    dim, heads = hp.pop("dim"), hp.pop("n_heads")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        opt = Adam_mini(
+            split.named,
+            lr=split.lr,
+            weight_decay=split.weight_decay,
+            dim=dim,
+            n_heads=heads,
+            n_kv_heads=heads,
+            verbose=False,
+            **hp,
+        )
+    # Adam-mini makes one group per tensor: the non-projected ones get adamw_lr
+    projected = {id(p) for p in split.projected}
+    for group in opt.param_groups:
+        if not any(id(p) in projected for p in group["params"]):
+            group["lr"] = split.adamw_lr
+    return opt
+
+
+METHODS = (*RECIPES, *BASELINES)
+"""Names :func:`create_optimizer` knows when the package is imported: RS-SNGD's recipes, then the baselines."""
 
 
 _CONSTRUCTOR = ("seed", "per_layer", "partitioned", "data_parallel", "process_group")

@@ -25,8 +25,21 @@ import torch.distributed as dist
 from torch import Tensor
 
 from .sharding import Layout, group_key, is_dtensor, local
+from .woodbury import momentum_weights_solve
 
-__all__ = ["columns", "fisher_gram", "fit", "gather", "gram", "like", "new", "split_spec", "whole"]
+__all__ = [
+    "columns",
+    "fisher_gram",
+    "fit",
+    "gather",
+    "gram",
+    "like",
+    "natural_direction",
+    "new",
+    "pushed",
+    "split_spec",
+    "whole",
+]
 
 
 def split_spec(p: Tensor, lay: Layout) -> tuple[Any, tuple] | None:
@@ -71,6 +84,12 @@ def new(p: Tensor, lay: Layout, s: int, k: int, dtype: torch.dtype, device: torc
     spec = split_spec(p, lay)
     zeros = torch.zeros(s, k, dtype=dtype, device=device)
     return zeros if spec is None else _split(zeros, *spec)
+
+
+def pushed(hist: Tensor, core: Tensor | None) -> Tensor:
+    """The history with its oldest row dropped and ``core`` (zeros for None) appended as the newest."""
+    new = core.to(hist.dtype)[None] if core is not None else hist.new_zeros(1, hist.shape[1])
+    return torch.cat([hist[1:], new])
 
 
 def columns(hist: Tensor) -> tuple[int, int]:
@@ -132,6 +151,18 @@ def gram(hists: list[Tensor], s: int, device: torch.device) -> Tensor:
     return total
 
 
+def summed_over_ranks(gram: Tensor, filled: int, group: dist.ProcessGroup | None) -> tuple[Tensor, Tensor]:
+    """A partition's GᵀG and filled rows (ZeRO: each rank holds some tensors of the global system) summed over
+    ``group``: GᵀG added, the filled rows the largest over the ranks (a one-hot summed, > 0 where some rank has
+    it), in one all-reduce. Every rank must call it."""
+    s = gram.shape[0]
+    onehot = (torch.arange(s + 1, device=gram.device) == filled).to(torch.float64)
+    packed = torch.cat([gram.reshape(-1), onehot])
+    dist.all_reduce(packed, group=group)
+    present = packed[s * s :] > 0
+    return packed[: s * s].view(s, s), (torch.arange(s + 1, device=gram.device) * present).max().to(torch.float64)
+
+
 def gather(hists: list[Tensor], pieces: list[Tensor]) -> list[Tensor]:
     """Whole update cores from each rank's columns of them (``pieces[i]`` the columns ``columns(hists[i])``): one
     flat sum per group, each rank filling its own columns and zeros elsewhere (adding zeros is exact). Pieces of
@@ -154,3 +185,25 @@ def gather(hists: list[Tensor], pieces: list[Tensor]) -> list[Tensor]:
         for i, part in zip(index, flat.split(sizes)):
             out[i] = part
     return out
+
+
+def natural_direction(
+    hists: list[Tensor], filled: int, group: dict[str, Any], device: torch.device, reduce: bool, process_group: Any
+) -> tuple[list[Tensor], Tensor]:
+    """F⁻¹m for each history of one Fisher system, up to a common scale: solve (λI + GᵀG) c = w once
+    (``momentum_weights_solve`` with the group's ``momentum``, ``damping`` and ``damping_mode``; ``filled``: the
+    rows filled so far) and return each G_p c / c_scale (whole cores, gathered from split histories) and c_scale.
+
+    With ``reduce`` (a partition of the global system, ZeRO), GᵀG and the number of filled rows are summed over
+    ``process_group``, so every rank solves the system of all tensors (every rank must call it)."""
+    s = group["history"]
+    gram_ = gram(hists, s, device)  # (s, s) float64; split histories summed over ranks
+    if reduce:
+        gram_, filled_ = summed_over_ranks(gram_, filled, process_group)
+    else:
+        filled_ = torch.full((), filled, dtype=torch.float64, device=device)
+    direction, c_scale = momentum_weights_solve(
+        gram_, filled_, group["momentum"], group["damping"], group["damping_mode"]
+    )
+    # G c, shape (k,), up to c_scale; a split history gives its columns, gathered whole
+    return gather(hists, [direction.to(h.dtype) @ local(h) for h in hists]), c_scale

@@ -11,7 +11,8 @@ committed runs named there. A keyword passed to ``create_optimizer`` overrides t
   matrices.
 - ``rsngd-subspace``: the subspace step alone, the paper's method (no residual).
 
-Settings that measured no better than these live in :mod:`rsngd.ablations`.
+Each value is written here only: ``rsngd.RSNGD``'s defaults are the ``rsngd`` recipe's. Settings that measured no
+better than these live in :mod:`rsngd.ablations`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["DEFAULT", "RECIPES", "Recipe", "recipe"]
+__all__ = ["DEFAULT", "RECIPES", "Recipe"]
 
 
 @dataclass(frozen=True)
@@ -36,12 +37,6 @@ class Recipe:
     """RSNGD settings of the projected group (``rank`` as a float is a fraction of each tensor's smallest side)."""
     rest: dict[str, Any] = field(default_factory=dict)
     """RSNGD settings of the other matrices (embeddings, output head), updated with AdamW."""
-    summary: str = ""
-    """One line for ``--help`` and the docs."""
-
-    def settings(self) -> dict[str, Any]:
-        """The keywords of ``create_optimizer`` this recipe stands for."""
-        return {"lr": self.lr, "adamw_lr": self.adamw_lr, **self.projected}
 
 
 RECIPES: dict[str, Recipe] = {
@@ -53,7 +48,6 @@ RECIPES: dict[str, Recipe] = {
             adamw_lr=1e-2,
             projected={"rank": 1 / 8, "history": 10, "residual": "ortho", "residual_scale": 4.0},
             rest={"adamw_state": "light"},
-            summary="subspace step + orthogonalised residual; light AdamW for embeddings and head (the default)",
         ),
         Recipe(
             "rsngd-lite",
@@ -61,25 +55,17 @@ RECIPES: dict[str, Recipe] = {
             adamw_lr=1e-2,
             projected={"rank": 1 / 16, "history": 8, "residual": "ortho", "residual_scale": 4.0},
             rest={"adamw_state": "light"},
-            summary="rank 1/16, history 8: under 1 % of AdamW's state for the projected matrices",
         ),
         Recipe(
             "rsngd-subspace",
             lr=5e-3,
             adamw_lr=1e-2,
             projected={"rank": 1 / 8, "history": 10, "residual": "none"},
-            summary="the subspace step alone (the paper's method); no residual",
         ),
     )
 }
 """The named recipes, by name."""
 
 DEFAULT = "rsngd"
-"""The recipe ``create_optimizer`` gives when no name is passed."""
-
-
-def recipe(name: str) -> Recipe:
-    """The recipe ``name``; a ValueError listing the known ones otherwise."""
-    if name not in RECIPES:
-        raise ValueError(f"unknown RS-SNGD recipe {name!r}; choose one of {', '.join(RECIPES)}")
-    return RECIPES[name]
+"""The recipe ``create_optimizer`` gives when no name is passed; ``rsngd.RSNGD``'s defaults are its settings of the
+projected matrices."""

@@ -16,6 +16,7 @@ costs anything for them.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -23,7 +24,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-__all__ = ["Layout", "Reducer", "group_key", "is_dtensor", "layout", "local"]
+__all__ = ["Layout", "Reducer", "group_key", "is_dtensor", "layout", "local", "row_sharded", "state_like"]
 
 
 def _dtensor_type() -> type | None:
@@ -92,6 +93,23 @@ def layout(param: Tensor, grad: Tensor | None = None) -> Layout:
         elif not isinstance(gp, Replicate) or not isinstance(pp, (Replicate, Shard)):
             raise ValueError(f"RSNGD does not support the placement {gp} (gradient) / {pp} (parameter)")
     return Layout(shape, tuple(offsets), tuple(local_shape), tuple(groups), average)
+
+
+def row_sharded(lay: Layout) -> bool:
+    """Whether a layout is whole but for its rows, sharded over one process group (FSDP2's ``Shard(0)``)."""
+    return len(lay.groups) == 1 and not lay.average and lay.local_shape[1:] == lay.full_shape[1:]
+
+
+def state_like(p: Tensor, t: Tensor) -> Tensor:
+    """A state tensor of this rank's rows of ``p``: sharded as ``p`` when ``p`` is a DTensor (so distributed
+    checkpoints save and reshard it), else ``t`` itself."""
+    if not is_dtensor(p):
+        return t
+    from torch.distributed.tensor import DTensor
+
+    shape = (p.shape[0], *t.shape[1:])
+    stride = tuple(math.prod(shape[i + 1 :]) for i in range(len(shape)))
+    return DTensor.from_local(t, p.device_mesh, p.placements, run_check=False, shape=shape, stride=stride)
 
 
 def group_key(group: dist.ProcessGroup | None) -> tuple[int, ...]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-__all__ = ["compute_dtype", "damped_cholesky_solve", "natural_gradient"]
+__all__ = ["compute_dtype", "damped_cholesky_solve", "momentum_weights_solve", "natural_gradient"]
 
 
 def compute_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -106,3 +106,31 @@ def natural_gradient(G: Tensor, g: Tensor, damping: float) -> Tensor:
         return (g64 / damping).to(dtype)
     z, lam = damped_cholesky_solve(G64.T @ G64, G64.T @ g64, damping)
     return ((g64 - G64 @ z) / lam).to(dtype)
+
+
+def momentum_weights_solve(
+    gram: Tensor, filled: Tensor, momentum: float, damping: float, damping_mode: str
+) -> tuple[Tensor, Tensor]:
+    """The push-through solve of RS-SNGD's step: ``(λI + GᵀG) c = w`` for a history of s cores (``gram`` = GᵀG,
+    s × s, float64; the newest core last), ``w`` the momentum weights over the ``filled`` newest cores
+    (``w_j ∝ β^(s-1-j)``, summing to 1), λ = ``damping`` or, with ``damping_mode="relative"``, ``damping`` × the
+    mean eigenvalue of GᵀG over the filled cores. Returns ``c / c_scale`` and ``c_scale`` = max |c|: ``c`` can
+    exceed the float32 range when λ is tiny, so its direction is applied first, then its size.
+
+    Momentum costs no state: the momentum vector is the weighted sum of the window, ``m = G w``. Because ``m``
+    lies in the span of G, the Woodbury form ``F⁻¹m = (m − Gz)/λ`` with ``(λI + GᵀG) z = Gᵀm`` equals the
+    push-through form ``F⁻¹m = G c``, which needs only GᵀG and has no cancellation for small λ. With
+    ``momentum=0``, ``w = e_s`` and this is exactly :func:`natural_gradient` for the newest gradient."""
+    s = gram.shape[0]
+    ages = torch.arange(s - 1, -1, -1, dtype=torch.float64, device=gram.device)
+    w = torch.where(ages < filled, momentum**ages, torch.zeros((), dtype=torch.float64, device=gram.device))
+    w = w / w.sum().clamp_min(1e-300)
+    mean_eig = torch.diagonal(gram).sum() / filled.clamp_min(1)
+    if damping_mode == "relative":
+        # All-zero history: any λ gives 0; keep λ itself.
+        lam = torch.where(mean_eig > 0, damping * mean_eig, torch.full_like(mean_eig, damping))
+    else:
+        lam = torch.full_like(mean_eig, damping)
+    c, _ = damped_cholesky_solve(gram, w, lam)
+    c_scale = c.abs().max().clamp_min(1e-300)
+    return c / c_scale, c_scale

@@ -123,7 +123,7 @@ def test_light_adamw_matches_its_float64_reference(gen):
 def test_light_adamw_in_chunks_of_rows_equals_the_whole_matrix(gen, monkeypatch):
     """The light state steps a large matrix a few rows at a time (small transients): with chunks of 5 rows of a
     64-row matrix (the last one shorter) the parameters and the states equal those of one chunk."""
-    import rsngd.optimizer as opt_module
+    import rsngd.adamw as opt_module
 
     start = torch.randn(64, 300, generator=gen, dtype=torch.float64)
     grads = [torch.randn(64, 300, generator=gen, dtype=torch.float64) for _ in range(4)]

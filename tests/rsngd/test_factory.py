@@ -89,13 +89,13 @@ def test_the_plain_call_is_the_rsngd_recipe_and_rsngd_defaults_agree():
 
 def test_moved_settings_are_refused_with_where_they_went():
     p = nn.Parameter(torch.randn(6, 6))
-    with pytest.raises(TypeError, match=r"rsngd\.ablations\.AblationRSNGD"):
+    with pytest.raises(TypeError, match="unexpected keyword argument 'core_beta2'"):
         RSNGD([p], core_beta2=0.9)
     with pytest.raises(ValueError, match=r"rsngd\.ablations\.AblationRSNGD"):
         RSNGD([{"params": [p], "normalize": "none"}])
     with pytest.raises(ValueError, match=r"rsngd\.ablations\.AblationRSNGD"):
         RSNGD([p], residual="sign")
-    with pytest.raises(TypeError, match="unexpected keyword arguments: rnak"):
+    with pytest.raises(TypeError, match="unexpected keyword argument 'rnak'"):
         RSNGD([p], rnak=3)
     from rsngd.ablations import AblationRSNGD
 
@@ -122,6 +122,30 @@ def test_adamw_from_the_factory_equals_torch_adamw():
     assert torch.equal(train(made, a), train(torch.optim.AdamW(b.parameters(), lr=0.01, weight_decay=0.0), b))
     decayed = rsngd.create_optimizer(a.named_parameters(), "adamw", lr=0.01, weight_decay=0.1, adamw_lr=0.003)
     assert [(g["lr"], g["weight_decay"]) for g in decayed.param_groups] == [(0.01, 0.1), (0.003, 0.1), (0.003, 0.0)]
+
+
+def test_a_registered_baseline_is_built_from_the_same_split():
+    """A baseline is one registered builder: it gets the projected matrices and the AdamW groups every method
+    gets, and create_optimizer knows its name."""
+    from rsngd.factory import BASELINES, baseline
+
+    seen = {}
+
+    @baseline("sgd-test")
+    def _sgd(split, hp):
+        seen["split"] = split
+        return torch.optim.SGD([{"params": split.projected, "lr": split.lr}, *split.rest()], lr=split.lr, **hp)
+
+    try:
+        opt = rsngd.create_optimizer(Block().named_parameters(), "sgd-test", lr=0.1, adamw_lr=0.01, momentum=0.5)
+    finally:
+        del BASELINES["sgd-test"]
+    split = seen["split"]
+    proj, other, flat = rsngd.split_parameters(Block().named_parameters())
+    assert [p.shape for p in split.projected] == [p.shape for p in proj]
+    assert [p.shape for p in split.other + split.flat] == [p.shape for p in other + flat]
+    assert [g["lr"] for g in opt.param_groups] == [0.1] + [0.01] * len(split.rest())
+    assert opt.param_groups[0]["momentum"] == 0.5
 
 
 def test_unknown_optimizer_is_refused():

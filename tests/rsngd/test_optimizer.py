@@ -489,7 +489,7 @@ def test_arguments_at_their_limits_are_accepted():
 
 # ------------------------------------------------------------------- seeds, renewals, cache, syncs
 def test_seeds_come_from_names_whatever_the_wrapper():
-    from rsngd.optimizer import name_key
+    from rsngd.subspaces import name_key
 
     assert name_key("module.layers.0.q.weight") == name_key("layers.0.q.weight")
     assert name_key("_orig_mod.layers.0.q.weight") == name_key("layers.0.q.weight")

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -34,13 +35,30 @@ from rsngd.recipes import RECIPES
 
 
 def recipe_settings(name: str) -> dict[str, Any]:
-    """An RS-SNGD recipe's settings as benchmark hyperparameters: a fractional rank as its width rule (1/8 of the
-    smallest side is hidden/8 for every attention and MLP matrix of a LLaMA)."""
+    """An RS-SNGD recipe's settings as benchmark hyperparameters: a fractional rank 1/n as its width rule
+    ``hidden/n`` (1/8 of the smallest side is hidden/8 for every attention and MLP matrix of a LLaMA); another
+    fraction stays a fraction, which RS-SNGD takes as it is."""
     r = RECIPES[name]
     hp = {"lr": r.lr, "adamw_lr": r.adamw_lr, **r.projected, **r.rest}
-    if isinstance(hp.get("rank"), float):
-        hp["rank"] = f"hidden/{round(1 / hp['rank'])}"
+    rank = hp.get("rank")
+    if isinstance(rank, float) and float(round(1 / rank)) == 1 / rank:
+        hp["rank"] = f"hidden/{round(1 / rank)}"
     return hp
+
+
+RANK_RULE = re.compile(r"hidden/([1-9][0-9]*)")
+"""A rank set by the model's width: ``hidden/n`` is ``max(1, hidden // n)``, for any positive integer n."""
+
+
+def width_rank(rule: Any, hidden: int) -> Any:
+    """The rank a width rule gives at ``hidden`` (``hidden/8`` → hidden // 8, at least 1); any other rank as it is.
+    A string that is not a rule is a SystemExit naming it, where the spec is read."""
+    if not isinstance(rule, str):
+        return rule
+    match = RANK_RULE.fullmatch(rule)
+    if match is None:
+        raise SystemExit(f"rank {rule!r} is neither a number nor a width rule 'hidden/n' (n a positive integer)")
+    return max(1, hidden // int(match.group(1)))
 
 
 DEFAULTS: dict[str, dict[str, Any]] = {
@@ -146,7 +164,9 @@ class OptimizerSpec:
                 overrides[key] = ast.literal_eval(value)
             except (ValueError, SyntaxError):
                 overrides[key] = value  # a bare word such as fisher=tensor
-        return cls(name, overrides, text, dict((tuned or {}).get(name, {})))
+        spec = cls(name, overrides, text, dict((tuned or {}).get(name, {})))
+        spec.hyperparameters(hidden=1)  # a rank that is no rule fails here, where the spec is read
+        return spec
 
     @property
     def method(self) -> str:
@@ -155,24 +175,16 @@ class OptimizerSpec:
 
     def hyperparameters(self, hidden: int) -> dict[str, Any]:
         hp = {**DEFAULTS[self.name], **self.tuned, **self.overrides}
-        if hp.get("rank") in RANK_RULES:
-            hp["rank"] = RANK_RULES[hp["rank"]](hidden)
+        if "rank" in hp:
+            hp["rank"] = width_rank(hp["rank"], hidden)
         return hp
-
-
-RANK_RULES = {
-    "hidden/4": lambda hidden: max(1, hidden // 4),
-    "hidden/8": lambda hidden: max(1, hidden // 8),
-    "hidden/16": lambda hidden: max(1, hidden // 16),
-}
-"""A rank set by the model's width: its rule → the rank at a hidden size."""
 
 
 def rank_as_rule(name: str, hp: dict[str, Any], hidden: int | None) -> dict[str, Any]:
     """A run's recorded ``hp`` with a rank that :data:`DEFAULTS`' width rule gave written back as the rule
     (``hidden/8``), so that one setting run on two presets of different widths reads as one setting."""
     rule = DEFAULTS.get(name, {}).get("rank")
-    if hidden and rule in RANK_RULES and hp.get("rank") == RANK_RULES[rule](hidden):
+    if hidden and isinstance(rule, str) and hp.get("rank") == width_rank(rule, hidden):
         return {**hp, "rank": rule}
     return hp
 

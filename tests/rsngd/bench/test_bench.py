@@ -194,6 +194,17 @@ def test_optimizer_specs_parse():
         OptimizerSpec.parse("rsngd:rank")
 
 
+def test_any_width_rule_or_fraction_is_a_rank_and_anything_else_fails_where_it_is_read():
+    """hidden/n for any n (not a list of known ones), a fraction as RS-SNGD takes it; a string that is neither
+    fails when the spec is parsed, naming it, not deep inside the optimizer."""
+    assert OptimizerSpec.parse("rsngd:rank=hidden/3").hyperparameters(hidden=192)["rank"] == 64
+    assert OptimizerSpec.parse("galore:rank=hidden/12").hyperparameters(hidden=256)["rank"] == 21
+    assert OptimizerSpec.parse("rsngd:rank=0.3").hyperparameters(hidden=256)["rank"] == 0.3
+    for bad in ("hidden/0", "hidden/x", "width/8"):
+        with pytest.raises(SystemExit, match=f"rank '{bad}'"):
+            OptimizerSpec.parse(f"rsngd:rank={bad}")
+
+
 def test_schedule_warms_up_then_decays_to_ten_percent():
     preset = PRESETS["cpu"]
     factors = [lr_factor(s, preset.steps, preset.warmup, preset.min_lr) for s in range(preset.steps)]
