@@ -70,7 +70,7 @@ def main() -> None:
         decode, answer = [], []
         for q in questions:
             t = time.perf_counter()
-            predictor.predict_logits(q)
+            predictor.decode(q)
             decode.append(time.perf_counter() - t)
         for q in questions:  # the whole answer: decode, choose, snap or word answer, masks at page resolution
             t = time.perf_counter()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .data.prompt import box_mask
-from .data.record import Page, union_box
+from .data.record import Page, union_box, words_under
 
 CLICK_REACH = 0.5
 """A click lands on a word when it is inside the word's box or within this many word heights of it."""
@@ -18,17 +18,6 @@ CLICK_REACH = 0.5
 BLOCK_GAP = 1.0
 """Lines of words join one block when the gap between them is at most this many line heights (and they overlap
 horizontally): an answer of several lines is one region, as answers are drawn."""
-
-
-def words_in(mask: np.ndarray, page: Page, frame: float) -> list[int]:
-    """The OCR words whose centre lies inside ``mask`` (square frame, page pixels × ``frame`` = mask pixels)."""
-    size = mask.shape[-1]
-    inside = []
-    for i, w in enumerate(page.words):
-        cx, cy = int((w.box[0] + w.box[2]) / 2 * frame), int((w.box[1] + w.box[3]) / 2 * frame)
-        if 0 <= cx < size and 0 <= cy < size and mask[cy, cx]:
-            inside.append(i)
-    return inside
 
 
 def line_groups(page: Page, words: list[int]) -> list[list[int]]:
@@ -186,7 +175,7 @@ def apply_clicks(
             word = box_mask(page.words[w].box, page, frame, size)
             out = out | word if label else out & ~word
         return out, None
-    words = set(words_in(mask, page, frame))
+    words = set(words_under(page.word_boxes(), mask, frame))
     model_words = set(words)
     if previous is not None:  # the clicks correct the answer the person saw
         positive = {w for w, label in verdict.items() if label}
@@ -194,7 +183,7 @@ def apply_clicks(
         for line in line_groups(page, sorted(words | positive)):
             if positive & set(line):
                 allowed |= set(line)
-        words = set(words_in(previous, page, frame)) | (words & allowed)
+        words = set(words_under(page.word_boxes(), previous, frame)) | (words & allowed)
     new = {w for w in words if verdict.get(w, 1)} | {w for w, label in verdict.items() if label}
     if new == model_words:
         blocks = list(lines or [])

@@ -8,6 +8,10 @@ p.masks[p.best]                                # the same before snapping to the
 current = predictor.frame_mask(p.answer)
 p = predictor.predict("What is the invoice number?", points=[(412, 88)], point_labels=[0], mask=current)
                                                # corrected: the word at (412, 88) is not the answer (apply_clicks)
+
+An answer depends only on the page's encoding (``set_page``; :attr:`DocumentPredictor.encoded`, which a caller may
+keep and restore with ``set_encoded``) and the arguments of the call: ``decode`` returns everything the answer
+functions need (:class:`Decoded`), and nothing of one question is kept for the next.
 """
 
 from __future__ import annotations
@@ -15,16 +19,17 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from PIL import Image
 
-from .clicks import apply_clicks, boxes_mask, line_boxes, words_in
+from .clicks import apply_clicks, boxes_mask, line_boxes
 from .data.collate import CollateConfig, DocumentCollator
+from .data.frame import PageFrame
 from .data.prompt import PromptBuilder, QuestionPrompt, box_mask
-from .data.record import Page, Word, union_box
+from .data.record import Page, Word, union_box, words_under
 from .errors import UsageError
 
 SNAP_AGREEMENT = 0.3
@@ -33,10 +38,6 @@ SNAP_AGREEMENT = 0.3
 
 WORD_LOGIT = 0.0
 """A word is in a word answer when the word decoder's logit of one of its tokens exceeds this (probability ½)."""
-
-ADDED_LATER = frozenset({"word_decoder.click.weight"})
-"""Weights added to the model after some checkpoints were saved, whose zero value changes nothing (a model saved
-without them loads with them at zero)."""
 
 FULL_PAGE = 0.9
 """A candidate mask covering at least this fraction of the page is not an answer (see :func:`choose_mask`)."""
@@ -68,18 +69,10 @@ def choose_mask(logits: torch.Tensor, scores: torch.Tensor, region: torch.Tensor
     return int(s.argmax())
 
 
-def page_region(page: Page, frame: float, size: int) -> np.ndarray:
-    """(size, size) bool: where a page (page pixels × ``frame`` = mask pixels) lies in the square frame."""
-    h, w = max(1, round(page.height * frame)), max(1, round(page.width * frame))
-    region = np.zeros((size, size), dtype=bool)
-    region[:h, :w] = True
-    return region
-
-
 def words_box(mask: np.ndarray, page: Page, frame: float) -> tuple[float, float, float, float] | None:
     """The box (page pixels) around the OCR words whose centre lies inside ``mask`` (a boolean square-frame mask,
     page pixels × ``frame`` = mask pixels), or None when it covers none."""
-    inside = words_in(mask, page, frame)
+    inside = words_under(page.word_boxes(), mask, frame)
     return union_box([page.words[i].box for i in inside], 0.0) if inside else None
 
 
@@ -122,6 +115,35 @@ def answer_words(logits: torch.Tensor, threshold: float = WORD_LOGIT) -> list[in
     return chosen or [int(logits.argmax())]
 
 
+@dataclass(frozen=True)
+class EncodedPage:
+    """A page as :meth:`DocumentPredictor.set_page` encoded it: all an answer needs besides its prompt."""
+
+    page: Page
+    encoding: Any
+    """The model's ``PageEncoding`` (fused image and text embeddings)."""
+    word_index: torch.Tensor
+    """(L,) the OCR word of each text token (−1: a special token)."""
+    frame: PageFrame
+    """Where the page lies in the model's square frame."""
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """The decoder's output for one prompt on one encoded page: what the answer functions read."""
+
+    logits: torch.Tensor
+    """(N, M, M) mask logits in the square frame."""
+    scores: torch.Tensor
+    """(N,) predicted IoU of each candidate."""
+    token_logits: torch.Tensor | None = None
+    """(L,) the word decoder's logit of each text token (None: the model has none)."""
+    lexical_box: tuple[float, float, float, float] | None = None
+    """The OCR matcher's box (page pixels) that was the mask prompt (None: none)."""
+    clicks: tuple[np.ndarray, list[int], np.ndarray | None] | None = None
+    """The prompt's points (P, 2) in page pixels, their labels and the mask they corrected (None: no points)."""
+
+
 @dataclass
 class Prediction:
     """Masks for one prompt."""
@@ -159,7 +181,7 @@ class Prediction:
 
 
 class DocumentPredictor:
-    """Wraps a ``DocJepaForSegmentation`` with its tokenizers; caches the fused image embedding of a page."""
+    """Wraps a ``DocJepaForSegmentation`` with its tokenizers; holds the encoding of one page at a time."""
 
     def __init__(
         self,
@@ -177,12 +199,10 @@ class DocumentPredictor:
         """``snap``: the ``min_agreement`` with which answers are snapped to the OCR words (None: never);
         ``calibration``: a :class:`~docjepa.calibration.Calibration` (``from_pretrained`` loads the model's own);
         ``word_answers``: when the chosen mask covers no words it agrees with, answer with the words the word
-        decoder picks (see :meth:`answer_mask`); ``click_rules``: make answers agree with the clicks in the prompt
+        decoder picks (see :meth:`answer_lines`); ``click_rules``: make answers agree with the clicks in the prompt
         (:func:`apply_clicks`; False: the model's own answer to them)."""
         self.word_answers = word_answers
         self.click_rules = click_rules
-        self.last_token_logits: torch.Tensor | None = None
-        self.last_clicks: tuple[np.ndarray, list[int], np.ndarray | None] | None = None  # points, labels, answer seen
         self.calibration = calibration
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         self.model = model.to(self.device).eval()
@@ -195,9 +215,8 @@ class DocumentPredictor:
         self.prompts = PromptBuilder(
             tokenizer, self.qtok, max_question_tokens, model.config.mask_size, model.config.lexical_prior
         )
-        self.page: Page | None = None
-        self.encoding = None  # PageEncoding of the current page
-        self.scale = 1.0
+        self.encoded: EncodedPage | None = None
+        """The current page's encoding (:meth:`set_page`; :meth:`set_encoded` restores one kept from before)."""
 
     @classmethod
     def from_pretrained(
@@ -212,6 +231,7 @@ class DocumentPredictor:
         from transformers import AutoTokenizer, PreTrainedTokenizerFast
         from transformers.utils import logging as hf_logging
 
+        from .calibration import Calibration
         from .modeling.files import SEGMENTATION, require_model
         from .modeling.segmentation import DocJepaForSegmentation
 
@@ -222,82 +242,84 @@ class DocumentPredictor:
             model, info = DocJepaForSegmentation.from_pretrained(model_dir, output_loading_info=True)
         finally:
             hf_logging.set_verbosity(verbosity)
-        missing = set(info.get("missing_keys") or [])
-        for name in missing & ADDED_LATER:  # a model saved before these existed: zero, as if never used
-            with torch.no_grad():
-                model.get_parameter(name).zero_()
-        missing -= ADDED_LATER
+        missing = sorted(info.get("missing_keys") or [])
         if missing:
-            raise UsageError(f"{model_dir} lacks {len(missing)} weights of the model, e.g. {sorted(missing)[0]}")
+            raise UsageError(f"{model_dir} lacks {len(missing)} weights of the model, e.g. {missing[0]}")
         tok = PreTrainedTokenizerFast.from_pretrained(model_dir)
         qdir = model_dir / "question_tokenizer"
         qtok = AutoTokenizer.from_pretrained(qdir) if qdir.is_dir() else tok
-        from .calibration import Calibration
-
-        calibration = Calibration.load(model_dir)
         return cls(
             model,
             tok,
             qtok,
             device=device,
             snap=snap,
-            calibration=calibration,
+            calibration=Calibration.load(model_dir),
             word_answers=word_answers,
             click_rules=click_rules,
         )
 
+    # ------------------------------------------------------------------ the page
     @torch.no_grad()
-    def set_page(self, page: Page) -> None:
-        """Encode a page (image + OCR words); later ``predict`` calls reuse the embedding."""
+    def set_page(self, page: Page) -> EncodedPage:
+        """Encode a page (image + OCR words); later answers reuse the encoding, which is returned too."""
         batch = self.collate([(page, None)])
-        self.scale = self.size / max(page.width, page.height)
-        self.word_index = batch["word_index"][0]
-        self.encoding = self.model.encode_image(
+        encoding = self.model.encode_image(
             *(batch[k].to(self.device) for k in ("pixel_values", "input_ids", "attention_mask", "bbox"))
         )
-        self.page = page
+        frame = PageFrame.of(page, self.size, self.model.config.mask_size)
+        return self.set_encoded(EncodedPage(page, encoding, batch["word_index"][0], frame))
 
-    def set_image(self, image: Image.Image, words: list[Word]) -> None:
+    def set_image(self, image: Image.Image, words: list[Word]) -> EncodedPage:
         """Encode an image with its OCR words (boxes in the image's pixels)."""
         buf = io.BytesIO()
         image.convert("RGB").save(buf, format="PNG")
-        self.set_page(Page("image", 0, image.width, image.height, buf.getvalue(), list(words), "predictor"))
+        return self.set_page(Page("image", 0, image.width, image.height, buf.getvalue(), list(words), "predictor"))
+
+    def set_encoded(self, encoded: EncodedPage) -> EncodedPage:
+        """Make a page encoded before (by this predictor's model) the current one, without encoding it again."""
+        self.encoded = encoded
+        return encoded
+
+    @property
+    def page(self) -> Page | None:
+        """The current page (None before :meth:`set_page`)."""
+        return None if self.encoded is None else self.encoded.page
+
+    def _current(self) -> EncodedPage:
+        if self.encoded is None:
+            raise RuntimeError("call set_page (or set_image) before predict")
+        return self.encoded
 
     def frame_mask(self, mask: np.ndarray) -> np.ndarray:
         """A mask at the current page's resolution (H, W) bool → the square frame at the decoder's resolution
-        (M, M) bool: a mask pixel is set when any page pixel under it is (a word a few page pixels tall stays)."""
-        page = self.page
+        (M, M) bool (:meth:`PageFrame.to_frame`), for a mask prompt."""
+        page = self._current().page
         mask = np.asarray(mask, dtype=bool)
         if mask.shape != (page.height, page.width):
             raise UsageError(f"the mask is {mask.shape}, the page {(page.height, page.width)}")
-        m = self.model.config.mask_size
-        frame = self.scale * m / self.size
-        h, w = min(m, max(1, round(page.height * frame))), min(m, max(1, round(page.width * frame)))
-        small = Image.fromarray(mask.astype(np.uint8) * 255).resize((w, h), Image.Resampling.BOX)
-        out = np.zeros((m, m), dtype=bool)
-        out[:h, :w] = np.asarray(small) > 0
-        return out
+        return self._current().frame.to_frame(mask)
 
+    # ----------------------------------------------------------------- a prompt
     def prompt(
         self, question: str | None = None, points=None, point_labels=None, box=None, mask=None
     ) -> QuestionPrompt:
         """The decoder's prompt for the current page, made as in training (:class:`PromptBuilder`). Points (P, 2)
         and box (4,) in page pixels; ``mask``: (M, M) bool, a mask in the square frame at the decoder's resolution
         to refine (the current answer), in place of the OCR matcher's box."""
-        if self.encoding is None:
-            raise RuntimeError("call set_page (or set_image) before predict")
+        enc = self._current()
         if question is not None and not question.strip():
             raise UsageError("the question is empty")
         prompt = QuestionPrompt()
         self.prompts.lexical_prior = self.model.config.lexical_prior
         if question is not None:
-            prompt = self.prompts([question], [self.page], self.word_index.unsqueeze(0))
+            prompt = self.prompts([question], [enc.page], enc.word_index.unsqueeze(0))
         if points is not None:
-            prompt.points = torch.as_tensor(points, dtype=torch.float32).view(1, -1, 2) * self.scale
+            prompt.points = enc.frame.to_image(points).view(1, -1, 2)
             labels = point_labels if point_labels is not None else [1] * prompt.points.shape[1]
             prompt.point_labels = torch.as_tensor(labels).view(1, -1)
         if box is not None:
-            prompt.boxes = torch.as_tensor(box, dtype=torch.float32).view(1, 4) * self.scale
+            prompt.boxes = enc.frame.to_image(box).view(1, 4)
         if mask is not None:
             m = self.model.config.mask_size
             mask = torch.as_tensor(np.asarray(mask), dtype=torch.float32)
@@ -307,123 +329,126 @@ class DocumentPredictor:
         return prompt.to(self.device)
 
     @torch.no_grad()
-    def predict_logits(
-        self, question: str | None = None, points=None, point_labels=None, box=None, multimask: bool = True, mask=None
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """(N, M, M) logits in the square frame and (N,) scores. Points (P, 2) / box (4,) in page pixels; ``mask``:
-        (M, M) the answer to refine (see :meth:`prompt`)."""
-        self.last_prompt = self.prompt(question, points, point_labels, box, mask)
-        self.last_clicks = None
+    def decode(
+        self, question: str | None = None, *, points=None, point_labels=None, box=None, mask=None, multimask=True
+    ) -> Decoded:
+        """The decoder's candidates for a question and/or point / box prompts on the current page. Points (P, 2) /
+        box (4,) in page pixels; ``mask``: (M, M) the answer to refine (see :meth:`prompt`)."""
+        prompt = self.prompt(question, points, point_labels, box, mask)
+        clicks = None
         if points is not None and len(points):
             labels = point_labels if point_labels is not None else [1] * len(points)
             prev = None if mask is None else np.asarray(mask, dtype=bool)
-            self.last_clicks = (np.asarray(points, dtype=np.float64).reshape(-1, 2), list(labels), prev)
-        out = self.model.decode(self.encoding, self.last_prompt, multimask)
-        self.last_token_logits = None if out.token_logits is None else out.token_logits[0]
-        return out.masks[0].float(), out.iou[0].float()
+            clicks = (np.asarray(points, dtype=np.float64).reshape(-1, 2), list(labels), prev)
+        out = self.model.decode(self._current().encoding, prompt, multimask)
+        return Decoded(
+            logits=out.masks[0].float(),
+            scores=out.iou[0].float(),
+            token_logits=None if out.token_logits is None else out.token_logits[0],
+            lexical_box=prompt.lexical_boxes[0] if prompt.lexical_boxes else None,
+            clicks=clicks,
+        )
+
+    # ----------------------------------------------------------------- answers
+    def choose(self, decoded: Decoded) -> int:
+        """The candidate :func:`choose_mask` picks on the current page."""
+        return choose_mask(decoded.logits, decoded.scores, self._current().frame.region())
 
     def answer_mask(
-        self, logits: torch.Tensor, scores: torch.Tensor, best: int | None = None
+        self, decoded: Decoded, best: int | None = None
     ) -> tuple[np.ndarray, tuple[float, float, float, float] | None]:
-        """The answer in the square frame (M, M) bool from candidate logits, and the box around its words in page
-        pixels (None: the mask as the decoder drew it). See :meth:`answer_lines` for how it is made."""
-        mask, lines = self.answer_lines(logits, scores, best)
+        """The answer in the square frame (M, M) bool, and the box around its words in page pixels (None: the mask
+        as the decoder drew it). See :meth:`answer_lines` for how it is made."""
+        mask, lines = self.answer_lines(decoded, best)
         return mask, (union_box(lines) if lines else None)
 
     def answer_lines(
-        self, logits: torch.Tensor, scores: torch.Tensor, best: int | None = None
+        self, decoded: Decoded, best: int | None = None
     ) -> tuple[np.ndarray, list[tuple[float, float, float, float]] | None]:
-        """The answer in the square frame (M, M) bool from candidate logits, and its words as one page-pixel box per
-        line (None: the mask was kept as the decoder drew it).
+        """The answer in the square frame (M, M) bool, and its words as one page-pixel box per line (None: the mask
+        was kept as the decoder drew it).
 
         Candidate ``best`` (default: the one :func:`choose_mask` picks), snapped to the OCR words it covers
         (:func:`snap_to_words`). When the chosen candidate covers no words it agrees with (a speck beside a page
-        number, a blob between two lines) and the last question's word-decoder logits are at hand, the answer is
-        the words the word decoder picks (:func:`answer_words`), drawn line by line: a few words are too small for
-        the decoder's mask pixels, not for its per-token logits. Only the page's part of the frame counts: the
-        letterbox padding around it is never part of an answer. When the chosen candidate covers the whole page
-        (:data:`FULL_PAGE`; it is chosen only when every candidate does), the model has no answer and the mask is
-        empty.
+        number, a blob between two lines) and the word decoder's logits are at hand, the answer is the words the
+        word decoder picks (:func:`answer_words`), drawn line by line: a few words are too small for the decoder's
+        mask pixels, not for its per-token logits. Only the page's part of the frame counts: the letterbox padding
+        around it is never part of an answer. When the chosen candidate covers the whole page (:data:`FULL_PAGE`;
+        it is chosen only when every candidate does), the model has no answer and the mask is empty.
 
         When the prompt held points (a person's clicks), the answer is then made to agree with them
         (:func:`apply_clicks`): a click on a word is a plain statement about that word."""
-        mask, lines = self._model_answer(logits, scores, best)
-        if self.last_clicks is None or not self.click_rules:
+        mask, lines = self._model_answer(decoded, best)
+        if decoded.clicks is None or not self.click_rules:
             return mask, lines
-        frame = self.scale * logits.shape[-1] / self.size
-        return apply_clicks(mask, lines, self.page, frame, *self.last_clicks)
+        enc = self._current()
+        return apply_clicks(mask, lines, enc.page, enc.frame.frame, *decoded.clicks)
 
     def _model_answer(
-        self, logits: torch.Tensor, scores: torch.Tensor, best: int | None = None
+        self, decoded: Decoded, best: int | None = None
     ) -> tuple[np.ndarray, list[tuple[float, float, float, float]] | None]:
         """:meth:`answer_lines` before the clicks are applied."""
-        frame = self.scale * logits.shape[-1] / self.size  # page pixels → mask pixels
-        region = page_region(self.page, frame, logits.shape[-1])
-        chosen = choose_mask(logits, scores, region)
+        enc, logits = self._current(), decoded.logits
+        frame, region = enc.frame.frame, enc.frame.region()
+        chosen = choose_mask(logits, decoded.scores, region)
         best = chosen if best is None else best
         if _coverage(logits[best : best + 1], region)[0] >= FULL_PAGE:  # every candidate is the whole page: no answer
             return np.zeros_like(region), None
         mask = (logits[best] > 0).cpu().numpy() & region
         box = None
         if self.snap is not None:
-            mask, box = snap_to_words(mask, self.page, frame, self.snap)
+            mask, box = snap_to_words(mask, enc.page, frame, self.snap)
         if box is not None:
             return mask, [box]
-        if self.word_answers and best == chosen and self.last_token_logits is not None:
-            picked = answer_words(word_logits(self.last_token_logits, self.word_index, len(self.page.words)))
+        if self.word_answers and best == chosen and decoded.token_logits is not None:
+            picked = answer_words(word_logits(decoded.token_logits, enc.word_index, len(enc.page.words)))
             if picked:
-                lines = line_boxes(self.page, picked)
-                return boxes_mask(lines, self.page, frame, logits.shape[-1]), lines
+                lines = line_boxes(enc.page, picked)
+                return boxes_mask(lines, enc.page, frame, logits.shape[-1]), lines
         return mask, None
 
     def page_answer(
-        self, logits: torch.Tensor, scores: torch.Tensor, best: int, masks: np.ndarray | None = None
+        self, decoded: Decoded, best: int, masks: np.ndarray | None = None
     ) -> tuple[np.ndarray, list[tuple[float, float, float, float]] | None]:
         """:meth:`answer_lines` at the page's resolution (H, W): its words' line boxes drawn there, or else candidate
-        ``best`` upsampled (``masks``: the candidates at page resolution, when already made)."""
-        page = self.page
-        small, lines = self.answer_lines(logits, scores, best)
+        ``best`` at the page's resolution (``masks``: the candidates at page resolution, when already made)."""
+        enc = self._current()
+        page = enc.page
+        small, lines = self.answer_lines(decoded, best)
         if lines:  # the words' boxes, drawn at the page's resolution as answers are drawn
             return boxes_mask(lines, page, 1.0, max(page.height, page.width))[: page.height, : page.width], lines
         if not small.any():
             return np.zeros((page.height, page.width), dtype=bool), None
         if masks is None:
-            frame = self.scale * logits.shape[-1] / self.size
-            ys = np.minimum((np.arange(page.height) * frame).astype(int), small.shape[0] - 1)
-            xs = np.minimum((np.arange(page.width) * frame).astype(int), small.shape[1] - 1)
-            return small[np.ix_(ys, xs)], None
+            return enc.frame.to_page(small), None
         return masks[best], None
 
     def predict(
-        self, question: str | None = None, points=None, point_labels=None, box=None, multimask: bool = True, mask=None
+        self, question: str | None = None, *, points=None, point_labels=None, box=None, mask=None, multimask=True
     ) -> Prediction:
         """Masks for a question and/or point / box prompts (and a mask to refine, see :meth:`prompt`), at the
-        page's resolution."""
-        logits, scores = self.predict_logits(question, points, point_labels, box, multimask, mask)
-        page = self.page
-        m = logits.shape[-1]
-        frame = m / self.size * self.scale  # page pixels → mask pixels
-        h, w = max(1, round(page.height * frame)), max(1, round(page.width * frame))
-        crop = logits[:, :h, :w].unsqueeze(0)
-        full = F.interpolate(crop, size=(page.height, page.width), mode="bilinear", align_corners=False)[0]
-        masks = (full > 0).cpu().numpy()
-        best = choose_mask(logits, scores, page_region(page, frame, m))
-        answer, lines = self.page_answer(logits, scores, best, masks)
-        lexical = self.last_prompt.lexical_boxes[0] if self.last_prompt.lexical_boxes else None
-        raw = scores.cpu().numpy()
+        page's resolution. The answer depends only on the current page's encoding and these arguments."""
+        decoded = self.decode(
+            question, points=points, point_labels=point_labels, box=box, mask=mask, multimask=multimask
+        )
+        enc = self._current()
+        masks = (enc.frame.upsample(decoded.logits) > 0).cpu().numpy()
+        best = self.choose(decoded)
+        answer, lines = self.page_answer(decoded, best, masks)
+        raw = decoded.scores.cpu().numpy()
         conf = np.asarray(self.calibration(raw), dtype=np.float32) if self.calibration is not None else None
         known = None
         if conf is not None:  # an empty answer is never known
             known = bool(answer.any() and conf[best] >= self.calibration.threshold)
         return Prediction(
-            logits=logits.cpu(),
+            logits=decoded.logits.cpu(),
             scores=raw,
             masks=masks,
             answer=answer,
             answer_box=union_box(lines) if lines else None,
             answer_lines=lines,
             best=best,
-            lexical_box=lexical,
+            lexical_box=decoded.lexical_box,
             confidence=conf,
             known=known,
         )

@@ -107,7 +107,7 @@ def test_answers_snap_to_the_box_of_the_ocr_words_they_cover():
 
 
 def test_predictor_answer_is_the_chosen_mask_snapped_to_words(docs, tok):
-    from docjepa.predictor import FULL_PAGE, page_region, snap_to_words
+    from docjepa.predictor import FULL_PAGE, Decoded, snap_to_words
 
     torch.manual_seed(0)
     model = DocJepaForSegmentation(build_config("tiny", len(tok)))
@@ -117,17 +117,19 @@ def test_predictor_answer_is_the_chosen_mask_snapped_to_words(docs, tok):
     for p in (raw, snapping):
         p.set_page(page)
     snapped = 0
-    region = page_region(page, raw.scale * 128 / 256, 128)
+    frame = raw.encoded.frame.frame
+    region = raw.encoded.frame.region()
     assert region.any() and not region.all()  # the page is letterboxed in the square frame
     for q in page.questions[:4]:
-        logits, scores = raw.predict_logits(q.text)
+        decoded = raw.decode(q.text)
+        logits, scores = decoded.logits, decoded.scores
         chosen = (logits[choose_mask(logits, scores, region)] > 0).numpy() & region  # the padding is cut off
         if chosen.sum() >= FULL_PAGE * region.sum():
             chosen = np.zeros_like(chosen)  # every candidate covers the page: no answer
-        mask, box = raw.answer_mask(logits, scores)
+        mask, box = raw.answer_mask(decoded)
         assert box is None and np.array_equal(mask, chosen)
-        mask, box = snapping.answer_mask(logits, scores)
-        expected, expected_box = snap_to_words(chosen, page, raw.scale * 128 / 256, 0.0)
+        mask, box = snapping.answer_mask(decoded)
+        expected, expected_box = snap_to_words(chosen, page, frame, 0.0)
         assert box == expected_box and np.array_equal(mask, expected)
         pred = snapping.predict(q.text)
         assert pred.answer.shape == (page.height, page.width) and pred.answer_box == box
@@ -144,13 +146,13 @@ def test_predictor_answer_is_the_chosen_mask_snapped_to_words(docs, tok):
     # Every candidate covering the whole page: no answer (an empty mask, nothing snapped).
     everything = torch.ones(3, 128, 128)
     for p in (raw, snapping):
-        mask, box = p.answer_mask(everything, torch.tensor([0.5, 0.6, 0.7]))
+        mask, box = p.answer_mask(Decoded(everything, torch.tensor([0.5, 0.6, 0.7])))
         assert box is None and mask.shape == (128, 128) and not mask.any()
     # A whole-page candidate is passed over for a smaller one even when it scores higher.
     part = everything.clone()
     part[1] = -1.0
     part[1, 10:14, 20:40] = 1.0
-    mask, _ = raw.answer_mask(part, torch.tensor([0.9, 0.2, 0.8]))
+    mask, _ = raw.answer_mask(Decoded(part, torch.tensor([0.9, 0.2, 0.8])))
     assert mask.sum() == 4 * 20 and mask[10:14, 20:40].all()
 
 
@@ -180,14 +182,14 @@ def test_word_logits_answer_words_and_lines():
 
 
 def test_predictor_answers_with_the_word_decoders_words_when_the_mask_misses(docs, tok):
-    from docjepa.predictor import boxes_mask, line_boxes, page_region
+    from docjepa.predictor import Decoded, boxes_mask, line_boxes
 
     predictor, page = _on_first_page(docs, tok)
-    predictor.predict_logits(page.questions[0].text)
-    tokens = predictor.last_token_logits
-    assert tokens is not None and tokens.shape == predictor.word_index.shape
-    frame = predictor.scale * 128 / 256
-    region = page_region(page, frame, 128)
+    tokens = predictor.decode(page.questions[0].text).token_logits
+    word_index = predictor.encoded.word_index
+    assert tokens is not None and tokens.shape == word_index.shape
+    frame = predictor.encoded.frame.frame
+    region = predictor.encoded.frame.region()
     ys, xs = np.nonzero(region)
     # A speck on the page where no word lies: the mask decoder's answer covers no word centre.
     centres = {(int((w.box[1] + w.box[3]) / 2 * frame), int((w.box[0] + w.box[2]) / 2 * frame)) for w in page.words}
@@ -195,11 +197,11 @@ def test_predictor_answers_with_the_word_decoders_words_when_the_mask_misses(doc
     logits = torch.full((3, 128, 128), -5.0)
     logits[0, spot[0], spot[1]] = 5.0
     scores = torch.tensor([0.9, 0.1, 0.2])
-    wanted = sorted({int(i) for i in predictor.word_index[predictor.word_index >= 0][:3]})  # the first three words
+    wanted = sorted({int(i) for i in word_index[word_index >= 0][:3]})  # the first three words
     fake = torch.full_like(tokens, -4.0)
-    fake[torch.isin(predictor.word_index, torch.tensor(wanted))] = 3.0
-    predictor.last_token_logits = fake
-    mask, box = predictor.answer_mask(logits, scores)
+    fake[torch.isin(word_index, torch.tensor(wanted))] = 3.0
+    decoded = Decoded(logits, scores, token_logits=fake)
+    mask, box = predictor.answer_mask(decoded)
     lines = line_boxes(page, wanted)
     np.testing.assert_array_equal(mask, boxes_mask(lines, page, frame, 128))
     assert box == (
@@ -208,13 +210,13 @@ def test_predictor_answers_with_the_word_decoders_words_when_the_mask_misses(doc
         max(b[2] for b in lines),
         max(b[3] for b in lines),
     )
-    full, got = predictor.page_answer(logits, scores, 0)
+    full, got = predictor.page_answer(decoded, 0)
     assert got == lines and full.shape == (page.height, page.width) and full.sum() > mask.sum()
     # Another candidate than the chosen one keeps its own mask; so does a predictor told not to use words.
-    other, none = predictor.answer_mask(logits, scores, best=1)
+    other, none = predictor.answer_mask(decoded, best=1)
     assert none is None and not other.any()
     predictor.word_answers = False
-    kept, none = predictor.answer_mask(logits, scores)
+    kept, none = predictor.answer_mask(decoded)
     assert none is None and kept.sum() == 1
     # A mask on the words is snapped to them, whatever the word decoder says.
     predictor.word_answers = True
@@ -223,7 +225,7 @@ def test_predictor_answers_with_the_word_decoders_words_when_the_mask_misses(doc
     y0, y1 = int(w.box[1] * frame), int(w.box[3] * frame) + 1
     x0, x1 = int(w.box[0] * frame), int(w.box[2] * frame) + 1
     on[0, y0:y1, x0:x1] = 5.0
-    _, snapped = predictor.answer_mask(on, scores)
+    _, snapped = predictor.answer_mask(Decoded(on, scores, token_logits=fake))
     assert snapped is not None and snapped[0] <= w.box[0] and snapped[2] >= w.box[2]
     assert snapped != box
 
@@ -236,38 +238,54 @@ def test_a_page_resolution_mask_to_refine_keeps_small_words(docs, tok):
     x0, y0, _, y1 = (round(v) for v in page.words[0].box)
     mask[y0:y1, x0 : x0 + 2] = True  # two page pixels wide: less than one mask pixel
     small = predictor.frame_mask(mask)
-    frame = predictor.scale * 128 / 256
+    frame = predictor.encoded.frame.frame
     assert small.shape == (128, 128) and small.any() and small.sum() <= 4 * (y1 - y0)
     ys, xs = np.nonzero(small)
     assert abs(xs.min() - x0 * frame) <= 1 and abs(ys.min() - y0 * frame) <= 1
     assert not small[:, round(page.width * frame) + 1 :].any()  # nothing in the letterbox padding
-    predictor.predict_logits(page.questions[0].text, mask=small)
-    assert predictor.last_prompt.mask_prompt.sum() == small.sum() and predictor.last_prompt.lexical_boxes is None
+    prompt = predictor.prompt(page.questions[0].text, mask=small)
+    assert prompt.mask_prompt.sum() == small.sum() and prompt.lexical_boxes is None
     with pytest.raises(UsageError, match="the mask is"):
         predictor.frame_mask(mask[:10])
     with pytest.raises(UsageError, match="mask prompt is 128 x 128"):
-        predictor.predict_logits(page.questions[0].text, mask=small[:64])
+        predictor.decode(page.questions[0].text, mask=small[:64])
 
 
 def test_predictor_answers_agree_with_the_clicks_it_was_given(docs, tok):
-    from docjepa.clicks import words_in
+    from docjepa.data.record import words_under
 
     predictor, page = _on_first_page(docs, tok)
-    frame = predictor.scale * 128 / 256
+    frame = predictor.encoded.frame.frame
     question = page.questions[0].text
-    logits, scores = predictor.predict_logits(question)
-    plain, _ = predictor.answer_mask(logits, scores)
-    chosen = set(words_in(plain, page, frame))
+    plain, _ = predictor.answer_mask(predictor.decode(question))
+    chosen = set(words_under(page.word_boxes(), plain, frame))
     off = next(i for i in range(len(page.words)) if i not in chosen)
     w = page.words[off]
     centre = ((w.box[0] + w.box[2]) / 2, (w.box[1] + w.box[3]) / 2)
-    logits, scores = predictor.predict_logits(question, [centre], [1])
-    assert off in words_in(predictor.answer_mask(logits, scores)[0], page, frame)
-    logits, scores = predictor.predict_logits(question, [centre], [0])
-    assert off not in words_in(predictor.answer_mask(logits, scores)[0], page, frame)
-    for k in range(logits.shape[0]):  # every candidate the engine offers agrees with the click
-        full, _ = predictor.page_answer(logits, scores, k)
+    decoded = predictor.decode(question, points=[centre], point_labels=[1])
+    assert off in words_under(page.word_boxes(), predictor.answer_mask(decoded)[0], frame)
+    decoded = predictor.decode(question, points=[centre], point_labels=[0])
+    assert off not in words_under(page.word_boxes(), predictor.answer_mask(decoded)[0], frame)
+    for k in range(decoded.logits.shape[0]):  # every candidate the engine offers agrees with the click
+        full, _ = predictor.page_answer(decoded, k)
         y, x = int(centre[1]), int(centre[0])
         assert not full[y, x]
-    predictor.predict_logits(question)  # a question alone: no clicks remembered from before
-    assert predictor.last_clicks is None
+    assert predictor.decode(question).clicks is None  # a question alone: no clicks remembered from before
+
+
+def test_an_answer_depends_only_on_the_page_encoding_and_the_call(docs, tok):
+    """Nothing of one call steers the next: the same question gives the same answer before and after other
+    questions, clicks and mask prompts; an encoding kept and restored answers as when it was made."""
+    predictor, page = _on_first_page(docs, tok)
+    kept = predictor.encoded
+    question = page.questions[0].text
+    first = predictor.predict(question)
+    w = page.words[0]
+    centre = ((w.box[0] + w.box[2]) / 2, (w.box[1] + w.box[3]) / 2)
+    predictor.predict(question, points=[centre], point_labels=[0], mask=predictor.frame_mask(first.answer))
+    predictor.predict(page.questions[1].text)
+    predictor.set_image(page.pil().transpose(0), page.words)  # another page
+    predictor.set_encoded(kept)
+    again = predictor.predict(question)
+    assert np.array_equal(again.answer, first.answer) and again.answer_lines == first.answer_lines
+    assert torch.equal(again.logits, first.logits) and again.best == first.best

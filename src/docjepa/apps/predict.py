@@ -9,7 +9,7 @@ import numpy as np
 from PIL import Image
 
 from ..data.importer import OCRUnavailable, read_file
-from ..data.record import Page
+from ..data.record import Page, words_under
 from ..errors import UsageError
 from ..predictor import SNAP_AGREEMENT, DocumentPredictor, Prediction
 
@@ -86,17 +86,6 @@ def candidates_overlay(page: Page, pred: Prediction, question: str, answer: np.n
     return out
 
 
-def words_in(page: Page, mask: np.ndarray) -> list[str]:
-    """OCR words whose centre lies inside the mask, in reading order."""
-    h, w = mask.shape
-    out = []
-    for word in page.words:
-        cx, cy = int((word.box[0] + word.box[2]) / 2), int((word.box[1] + word.box[3]) / 2)
-        if 0 <= cx < w and 0 <= cy < h and mask[cy, cx]:
-            out.append(word.text)
-    return out
-
-
 def write_prediction(
     page: Page,
     pred: Prediction,
@@ -130,7 +119,7 @@ def write_prediction(
         "snapped_to_words": pred.answer_box is not None,
         "mask_box": [int(xs.min()), int(ys.min()), int(xs.max()) + 1, int(ys.max()) + 1] if len(xs) else None,
         "mask_pixels": int(mask.sum()),
-        "words": words_in(page, mask),
+        "words": [page.words[i].text for i in words_under(page.word_boxes(), mask)],
         "lexical_prior_box": [round(float(v), 1) for v in prior_box] if prior_box else None,
         "known": pred.known,
         "confidence": float(pred.confidence[best]) if pred.confidence is not None else None,

@@ -10,6 +10,7 @@ a mask at any resolution.
 from __future__ import annotations
 
 import io
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,6 +62,10 @@ class Page:
     layout: str = ""
     questions: list[Question] = field(default_factory=list)
     _rgb: Image.Image | None = field(default=None, init=False, repr=False, compare=False)
+
+    def word_boxes(self) -> list[Box]:
+        """The OCR words' boxes (page pixels), in the words' order."""
+        return [w.box for w in self.words]
 
     def pil(self) -> Image.Image:
         """The page image as RGB, decoded once and cached (treat it as read-only)."""
@@ -139,6 +144,18 @@ def union_box(boxes: list[Box], pad: float = 0.0) -> Box:
         max(b[2] for b in boxes) + pad,
         max(b[3] for b in boxes) + pad,
     )
+
+
+def words_under(boxes: Iterable[Box], mask: np.ndarray, frame: float = 1.0) -> list[int]:
+    """Indices of the word boxes (page pixels) whose centre lies inside ``mask`` (page pixels × ``frame`` = mask
+    pixels; 1 for a mask at the page's resolution): the one meaning of "the words a mask covers"."""
+    rows, cols = mask.shape[-2:]
+    out = []
+    for i, b in enumerate(boxes):
+        cx, cy = int((b[0] + b[2]) / 2 * frame), int((b[1] + b[3]) / 2 * frame)
+        if 0 <= cx < cols and 0 <= cy < rows and mask[cy, cx]:
+            out.append(i)
+    return out
 
 
 def rasterize(

@@ -14,7 +14,6 @@ from ..data.prompt import box_mask
 from ..data.record import Page, rasterize
 from ..data.shards import DocumentDataset, RecordError
 from ..data.split import SplitConfig, question_pairs
-from ..predictor import choose_mask, page_region
 from .scores import Scores, best_answer
 
 log = logging.getLogger("docjepa.eval")
@@ -82,12 +81,11 @@ def evaluate(
         predictor.set_page(page)
         for q in questions:
             question = page.questions[q]
-            logits, scores = predictor.predict_logits(question.text)
-            size = logits.shape[-1]
-            frame = predictor.scale * size / predictor.size  # page pixels → mask pixels
+            decoded = predictor.decode(question.text)
+            size, frame = predictor.encoded.frame.mask_size, predictor.encoded.frame.frame  # page px → mask px
             answers = answer_masks(page, q, frame, size)
-            best = choose_mask(logits, scores, page_region(page, frame, size))
-            pred, _ = predictor.answer_mask(logits, scores, best)  # the chosen mask, snapped to the OCR words
+            best = predictor.choose(decoded)
+            pred, _ = predictor.answer_mask(decoded, best)  # the chosen mask, snapped to the OCR words
             m_parts = best_answer(pred, answers)
             model.add(question.qtype, *m_parts, question.template)
             bmask = box_mask(baseline_box(question.text, page.words), page, frame, size)
@@ -98,7 +96,7 @@ def evaluate(
                     {
                         "kind": question.qtype,
                         "template": question.template,
-                        "score": float(scores[best]),
+                        "score": float(decoded.scores[best]),
                         "iou": m_parts[0] / m_parts[1] if m_parts[1] else 1.0,
                         "baseline_iou": b_parts[0] / b_parts[1] if b_parts[1] else 1.0,
                     }

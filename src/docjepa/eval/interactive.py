@@ -16,10 +16,11 @@ import numpy as np
 from scipy import ndimage
 from tqdm.auto import tqdm
 
-from ..clicks import boxes_mask, word_blocks, words_in
+from ..clicks import boxes_mask, word_blocks
+from ..data.frame import PageFrame
+from ..data.record import words_under
 from ..data.shards import DocumentDataset
 from ..data.split import SplitConfig
-from ..predictor import choose_mask, page_region
 from .evaluate import answer_masks, questions_by_page
 from .scores import Scores, best_answer, iou_parts
 
@@ -83,14 +84,13 @@ def click_curve(
             labels: list[int] = []
             answer = None
             for k in range(max(clicks) + 1):
-                logits, s = predictor.predict_logits(
-                    question.text, points or None, labels or None, mask=None if answer is None else answer
+                decoded = predictor.decode(
+                    question.text, points=points or None, point_labels=labels or None, mask=answer
                 )
-                size = logits.shape[-1]
-                frame = predictor.scale * size / predictor.size  # page pixels → mask pixels
-                region = page_region(page, frame, size)
-                answer, _ = predictor.answer_mask(logits, s, choose_mask(logits, s, region))
-                truths = answer_masks(page, q, frame, size)
+                place = predictor.encoded.frame
+                region = place.region()
+                answer, _ = predictor.answer_mask(decoded, predictor.choose(decoded))
+                truths = answer_masks(page, q, place.frame, place.mask_size)
                 inter, union = best_answer(answer, truths)
                 if k in scores:
                     scores[k].add(question.qtype, inter, union, question.template)
@@ -101,7 +101,7 @@ def click_curve(
                         scores[later].add(question.qtype, inter, union, question.template)
                     break
                 y, x, label = click
-                points.append(((x + 0.5) / frame, (y + 0.5) / frame))
+                points.append(place.to_page_point(y, x))
                 labels.append(label)
             bar.update(1)
     bar.close()
@@ -126,11 +126,11 @@ def word_ceiling(
     ious = []
     for p, questions in by_page.items():
         page = pages[p]
-        frame = size / max(page.width, page.height)  # page pixels → mask pixels, as set_page letterboxes it
+        frame = PageFrame.of(page, size, size).frame  # page pixels → mask pixels, as set_page places the page
         for q in questions:
             best = 0.0
             for truth in answer_masks(page, q, frame, size):
-                words = words_in(truth, page, frame)
+                words = words_under(page.word_boxes(), truth, frame)
                 drawn = boxes_mask(word_blocks(page, words), page, frame, size) if words else np.zeros_like(truth)
                 best = max(best, _iou(drawn, truth))
             ious.append(best)

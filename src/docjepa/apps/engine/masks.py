@@ -11,7 +11,7 @@ import math
 import numpy as np
 from PIL import Image
 
-from ...data.record import Word, box_polygon
+from ...data.record import Word, box_polygon, words_under
 
 MAX_MASK_BYTES = 8 * 2**20
 """Largest mask PNG accepted from a browser (a page-sized 1-bit mask is a few kB; a colour one a few hundred)."""
@@ -131,16 +131,14 @@ def to_polygons(mask: np.ndarray) -> list[list[float]]:
     return [box_polygon((x0, y0, x1 - 1, y1 - 1)) for x0, y0, x1, y1 in to_boxes(mask)]
 
 
+def word_box(word: Word | dict) -> tuple[float, float, float, float]:
+    """A word's box (page pixels), of a ``Word`` or of a word as the API sends it (a dict with ``box``)."""
+    return tuple(word["box"] if isinstance(word, dict) else word.box)
+
+
 def words_inside(words: list[Word] | list[dict], mask: np.ndarray) -> list[int]:
-    """Indices of the words whose box centre lies in the mask."""
-    h, w = mask.shape
-    out = []
-    for i, word in enumerate(words):
-        box = word["box"] if isinstance(word, dict) else word.box
-        cx, cy = int((box[0] + box[2]) / 2), int((box[1] + box[3]) / 2)
-        if 0 <= cx < w and 0 <= cy < h and mask[cy, cx]:
-            out.append(i)
-    return out
+    """Indices of the words whose box centre lies in the (page-resolution) mask (``record.words_under``)."""
+    return words_under([word_box(w) for w in words], mask)
 
 
 def pixel_box(box) -> tuple[int, int, int, int]:
@@ -153,19 +151,19 @@ def words_mask(words: list[Word] | list[dict], ids: list[int], height: int, widt
     """The union of some words' boxes (in :func:`pixel_box` pixels), clipped to the page."""
     out = np.zeros((height, width), dtype=bool)
     for i in ids:
-        box = words[i]["box"] if isinstance(words[i], dict) else words[i].box
-        x0, y0, x1, y1 = pixel_box(box)
+        x0, y0, x1, y1 = pixel_box(word_box(words[i]))
         out[max(0, y0) : max(0, min(height, y1)), max(0, x0) : max(0, min(width, x1))] = True
     return out
 
 
-def snap_to_words(
+def whole_words(
     words: list[Word] | list[dict], mask: np.ndarray, keep_at: list | tuple = ()
 ) -> tuple[np.ndarray, list[int]]:
-    """A candidate as the page edits it: the boxes of the words whose centre it covers (as ``predict`` snaps an
-    answer to its words), so clicking a word out removes every pixel of it; a mask over no word stays as it is.
-    ``keep_at``: points (page pixels) of positive clicks; a part of the mask that holds one that is on no word is
-    kept as the click rules drew it (the square on blank page, a block stretched to the click), not snapped away."""
+    """A candidate as the page edits it: the boxes of the words whose centre it covers, each whole (not the one
+    box ``docjepa.predictor.snap_to_words`` draws around them), so clicking a word out removes every pixel of it; a
+    mask over no word stays as it is. ``keep_at``: points (page pixels) of positive clicks; a part of the mask that
+    holds one that is on no word is kept as the click rules drew it (the square on blank page, a block stretched to
+    the click), not snapped away."""
     ids = words_inside(words, mask)
     if not ids:
         return mask, ids
@@ -184,5 +182,5 @@ def snap_to_words(
 
 
 def _inside(word, x: float, y: float) -> bool:
-    x0, y0, x1, y1 = word["box"] if isinstance(word, dict) else word.box
+    x0, y0, x1, y1 = word_box(word)
     return x0 <= x <= x1 and y0 <= y <= y1

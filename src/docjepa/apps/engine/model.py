@@ -19,7 +19,6 @@ import numpy as np
 
 from ...data.record import Page
 from ...data.split import SplitConfig
-from ...predictor import choose_mask, page_region
 from . import launcher
 
 DEFAULT_CONFIG = "finetune/tiny"
@@ -95,14 +94,14 @@ class EngineModel:
         p = self.predictor
         if key is not None and key in self.cache:
             self.cache.move_to_end(key)
-            p.page, p.encoding, p.scale, p.word_index = self.cache[key]
+            p.set_encoded(self.cache[key])
             return 0.0
-        if key is None and getattr(p, "page", None) is page:
+        if key is None and p.page is page:
             return 0.0
         t = time.perf_counter()
-        p.set_page(page)
+        encoded = p.set_page(page)
         if key is not None:
-            self.cache[key] = (p.page, p.encoding, p.scale, p.word_index)
+            self.cache[key] = encoded
             while len(self.cache) > self.cache_pages:
                 self.cache.popitem(last=False)
         return time.perf_counter() - t
@@ -212,8 +211,6 @@ def candidate_masks(predictor, page: Page, question: str, points=None, labels=No
     """The decoder's candidates for a question (and a person's points, box and current answer in the square frame,
     see ``DocumentPredictor.prompt``) on the predictor's current page (``page``), each snapped to the OCR words it
     covers as ``predict`` snaps its answer, at the page's resolution: (logits, scores, best, masks)."""
-    logits, scores = predictor.predict_logits(question, points, labels, box, mask=mask)
-    frame = predictor.scale * logits.shape[-1] / predictor.size
-    best = choose_mask(logits, scores, page_region(predictor.page, frame, logits.shape[-1]))
-    full = [predictor.page_answer(logits, scores, k)[0] for k in range(logits.shape[0])]
-    return logits, scores, int(best), full
+    decoded = predictor.decode(question, points=points, point_labels=labels, box=box, mask=mask)
+    full = [predictor.page_answer(decoded, k)[0] for k in range(decoded.logits.shape[0])]
+    return decoded.logits, decoded.scores, predictor.choose(decoded), full

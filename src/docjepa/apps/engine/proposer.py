@@ -75,7 +75,7 @@ class Proposer:
 
     def propose_sync(self, page_id: int, page: Page, question: str, refine: dict | None = None) -> dict:
         """Candidates for a question: each of the decoder's masks as the union of the boxes of the OCR words it
-        covers (:func:`~.masks.snap_to_words`: word clicks on the page then edit it exactly), at the page's
+        covers (:func:`~.masks.whole_words`: word clicks on the page then edit it exactly), at the page's
         resolution, as overlay PNGs with the words they hold and their predicted IoU. ``refine``: a person's
         corrections (``points``, ``labels``, ``box``, ``mask``: :meth:`EngineModel.refine`)."""
         with self.lock:
@@ -88,7 +88,7 @@ class Proposer:
             )
             candidates = []
             for k, raw in enumerate(p.masks):
-                m, ids = masks.snap_to_words(page.words, raw, keep_at=keep)
+                m, ids = masks.whole_words(page.words, raw, keep_at=keep)
                 candidates.append(
                     {
                         "index": k,

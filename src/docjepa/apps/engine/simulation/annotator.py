@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ....data.record import Page
+from ....data.record import Page, words_under
 from ....eval.interactive import next_click
 from ..masks import iou
 
@@ -58,16 +58,6 @@ def word_boxes(page: Page) -> list[tuple[int, int, int, int]]:
     return [tuple(round(v) for v in w.box) for w in page.words]
 
 
-def _words_in(mask: np.ndarray, boxes) -> set[int]:
-    h, w = mask.shape
-    out = set()
-    for i, (x0, y0, x1, y1) in enumerate(boxes):
-        cx, cy = (x0 + x1) // 2, (y0 + y1) // 2
-        if 0 <= cx < w and 0 <= cy < h and mask[cy, cx]:
-            out.add(i)
-    return out
-
-
 def _paint(mask: np.ndarray, boxes, add: set[int], remove: set[int]) -> np.ndarray:
     out = mask.copy()
     for i in remove:
@@ -81,11 +71,11 @@ def _paint(mask: np.ndarray, boxes, add: set[int], remove: set[int]) -> np.ndarr
 
 def plans(start: np.ndarray | None, truth: np.ndarray, boxes) -> list[tuple[int, np.ndarray, int, bool]]:
     """Ways to reach ``truth`` from ``start`` (None: an empty mask): (edits, final mask, boxes dragged, cleared)."""
-    want = _words_in(truth, boxes)
+    want = set(words_under(boxes, truth))
     out = []
     empty = np.zeros_like(truth)
     if start is not None and start.any():
-        have = _words_in(start, boxes)
+        have = set(words_under(boxes, start))
         out.append((len(want ^ have), _paint(start, boxes, want - have, have - want), 0, False))
     clear = 1 if start is not None and start.any() else 0
     out.append((clear + len(want), _paint(empty, boxes, want, set()), 0, bool(clear)))
@@ -94,7 +84,7 @@ def plans(start: np.ndarray | None, truth: np.ndarray, boxes) -> list[tuple[int,
         x0, y0, x1, y1 = xs.min(), ys.min(), xs.max() + 1, ys.max() + 1
         boxed = empty.copy()
         boxed[y0:y1, x0:x1] = True
-        extra = _words_in(boxed, boxes) - want
+        extra = set(words_under(boxes, boxed)) - want
         out.append((clear + 1 + len(extra), _paint(boxed, boxes, set(), extra), 1, bool(clear)))
     return out
 
