@@ -24,7 +24,7 @@ from pathlib import Path
 def run_arm(
     demo: Path, out: Path, name: str, pre: int, ft: int, encoder: str, tower: str, threads: int, workers: int = 0
 ) -> dict:
-    from docjepa.config import load_config
+    from docjepa.config import load_config, updated
     from docjepa.data.split import SplitConfig
     from docjepa.eval.evaluate import evaluate
     from docjepa.predictor import DocumentPredictor
@@ -33,21 +33,25 @@ def run_arm(
 
     data = demo / "data"
     train = [data / "train"] + ([data / "real-train"] if (data / "real-train").is_dir() else [])
-    common = [f"--data.train=[{','.join(map(str, train))}]", f"--run.threads={threads}", "--run.seed=0"]
-    common += [f"--data.workers={workers}"]
-    common += [f"--model.text_encoder={encoder}"] if encoder else [f"--data.tokenizer={demo / 'tokenizer'}"]
+    common = {"data": {"train": train, "workers": workers}, "run": {"threads": threads, "seed": 0}}
+    if encoder:
+        common["model"] = {"text_encoder": encoder}
+    else:
+        common["data"]["tokenizer"] = demo / "tokenizer"
     run = out / name
     timings = {}
     t = time.perf_counter()
-    cfg = load_config(PretrainConfig, "pretrain/tiny", [*common, f"--run.steps={pre}", f"--run.checkpoint_every={pre}"])
+    cfg = updated(
+        load_config(PretrainConfig, "pretrain/tiny"), common, {"run": {"steps": pre, "checkpoint_every": pre}}
+    )
     pretrain(cfg, run / "pretrain", resume=False, progress=False)
     timings["pretrain"] = time.perf_counter() - t
     t = time.perf_counter()
-    tower_args = [f"--model.question_tower={tower}", "--model.freeze_question_tower=true"]
-    cfg = load_config(
-        FinetuneConfig,
-        "finetune/tiny",
-        [*common, f"--model.init={run / 'pretrain'}", *tower_args, f"--run.steps={ft}", "--run.checkpoint_every=400"],
+    cfg = updated(
+        load_config(FinetuneConfig, "finetune/tiny"),
+        common,
+        {"model": {"init": run / "pretrain", "question_tower": tower, "freeze_question_tower": True}},
+        {"run": {"steps": ft, "checkpoint_every": 400}},
     )
     finetune(cfg, run / "finetune", resume=False, progress=False)
     timings["finetune"] = time.perf_counter() - t

@@ -8,6 +8,7 @@ key or the line, so a typo never silently falls back to a default.
 from __future__ import annotations
 
 import dataclasses
+import os
 import types
 import typing
 from importlib import resources
@@ -61,16 +62,13 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         return float(value)
     if tp is int and isinstance(value, int) and not isinstance(value, bool):
         return value
-    if tp is str and isinstance(value, (str, int, float)) and not isinstance(value, bool):
+    if tp is str and isinstance(value, (str, int, float, os.PathLike)) and not isinstance(value, bool):
         return str(value)
     raise ConfigError(f"{key}: expected {getattr(tp, '__name__', tp)}, got {value!r}")
 
 
 def from_dict(cls: type[T], data: dict, prefix: str = "") -> T:
     """Build dataclass ``cls`` from a (nested) mapping, checking keys and types."""
-    upgrade = getattr(cls, "upgrade", None)
-    if upgrade is not None:  # keys renamed or moved since older configs were written
-        data = upgrade(dict(data))
     hints = typing.get_type_hints(cls)
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - names)
@@ -145,6 +143,23 @@ def load_config(cls: type[T], path: str | Path | None, overrides: list[str] = ()
         if not isinstance(data, dict):
             raise ConfigError(f"{path}: the top level must be a mapping")
     return from_dict(cls, merge(data, parse_overrides(list(overrides))))
+
+
+def updated(config: T, *values: dict) -> T:
+    """``config`` with nested Python values set over it, in order (``{"run": {"steps": 10}, "data": {"train":
+    [path]}}``), checked as a config file's are (unknown keys, types, ranges). Library code builds its configs this
+    way, not as ``--key=value`` strings: a path is a path (a comma in it is no list separator), a ``Path`` is
+    taken where a string is expected."""
+    data = to_dict(config)
+    for more in values:
+        data = merge(data, more)
+    return from_dict(type(config), data)
+
+
+def save_config(config: Any, path: Path) -> Path:
+    """Write a config as YAML (``load_config`` reads it back to the same config)."""
+    Path(path).write_text(yaml.safe_dump(to_dict(config), sort_keys=False))
+    return Path(path)
 
 
 def to_dict(config: Any) -> dict:

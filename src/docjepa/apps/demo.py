@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..config import load_config
+from ..config import load_config, updated
 from ..data.split import SplitConfig
 from ..train.trainer import Trainer
 
@@ -180,25 +180,22 @@ def run_demo(cfg: DemoConfig, out: Path, progress: bool = True) -> dict:
             real, real_note = found, ""
         timings["real_pages"] = time.perf_counter() - t
     train_dirs = [train_dir] + ([real.train] if real else [])
-    common = [
-        f"--data.train=[{','.join(map(str, train_dirs))}]",
-        f"--run.threads={cfg.threads}",
-        f"--run.seed={cfg.seed}",
-    ]
-    encoder = []
+    common: dict = {"data": {"train": train_dirs}, "run": {"threads": cfg.threads, "seed": cfg.seed}}
+    encoder: dict = {}
     if cfg.text_encoder:  # the pre-trained encoder brings its own tokenizer
-        encoder = [f"--model.text_encoder={cfg.text_encoder}"]
+        encoder = {"model": {"text_encoder": cfg.text_encoder}}
     else:
         tok = out / "tokenizer"
         if not (tok / "tokenizer.json").is_file():
             train_tokenizer(train_dirs, tok, vocab_size=4000, lowercase=cfg.lowercase)
-        common.append(f"--data.tokenizer={tok}")
+        common["data"]["tokenizer"] = tok
 
     t = time.perf_counter()
-    pre_cfg = load_config(
-        PretrainConfig,
-        "pretrain/tiny",
-        [*common, *encoder, f"--run.steps={cfg.pretrain_steps}", "--run.checkpoint_every=50"],
+    pre_cfg = updated(
+        load_config(PretrainConfig, "pretrain/tiny"),
+        common,
+        encoder,
+        {"run": {"steps": cfg.pretrain_steps, "checkpoint_every": 50}},
     )
     _stage("pretrain", out / "pretrain", cfg.pretrain_steps, pretrain, pre_cfg, progress)
     timings["pretrain"] = time.perf_counter() - t
@@ -206,29 +203,24 @@ def run_demo(cfg: DemoConfig, out: Path, progress: bool = True) -> dict:
     tower = question_tower(cfg.question_tower)
     if tower is None:
         t = time.perf_counter()
-        clip_cfg = load_config(
-            ClipConfig,
-            None,
-            [*common, f"--model.init={out / 'pretrain'}", f"--run.steps={cfg.clip_steps}", "--run.checkpoint_every=50"],
+        clip_cfg = updated(
+            load_config(ClipConfig, None),
+            common,
+            {"model": {"init": out / "pretrain"}, "run": {"steps": cfg.clip_steps, "checkpoint_every": 50}},
         )
         _stage("pretrain-clip", out / "clip", cfg.clip_steps, pretrain_clip, clip_cfg, progress)
         timings["pretrain_clip"] = time.perf_counter() - t
-        tower_args = [f"--model.question_tower={out / 'clip'}", "--model.freeze_question_tower=false"]
+        tower_model = {"question_tower": out / "clip", "freeze_question_tower": False}
     else:
         log.info("question tower: the pre-trained text encoder in %s, kept frozen", tower)
-        tower_args = [f"--model.question_tower={tower}", "--model.freeze_question_tower=true"]
+        tower_model = {"question_tower": tower, "freeze_question_tower": True}
 
     t = time.perf_counter()
-    ft_cfg = load_config(
-        FinetuneConfig,
-        "finetune/tiny",
-        [
-            *common,
-            f"--model.init={out / 'pretrain'}",
-            *tower_args,
-            f"--run.steps={cfg.finetune_steps}",
-            "--run.checkpoint_every=100",
-        ],
+    ft_cfg = updated(
+        load_config(FinetuneConfig, "finetune/tiny"),
+        common,
+        {"model": {"init": out / "pretrain", **tower_model}},
+        {"run": {"steps": cfg.finetune_steps, "checkpoint_every": 100}},
     )
     _stage("finetune", out / "finetune", cfg.finetune_steps, finetune, ft_cfg, progress)
     timings["finetune"] = time.perf_counter() - t

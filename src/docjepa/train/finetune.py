@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -55,14 +54,6 @@ class SegModelConfig:
     freeze_text_layers: int = 0
     """Keep the page text encoder's embeddings and first N layers as loaded (-1: all; 0: train everything): a
     pre-trained encoder's knowledge kept while the new parts (layout embeddings, heads, fusion) learn."""
-
-    @staticmethod
-    def upgrade(data: dict) -> dict:
-        if "clip" in data:
-            warnings.warn("model.clip is now model.question_tower", FutureWarning, stacklevel=2)
-            log.warning("config key model.clip is deprecated: it is read as model.question_tower")
-            data["question_tower"] = data.pop("clip")  # given in the old form, it is what the user meant
-        return data
 
 
 @dataclass
@@ -118,17 +109,6 @@ class FinetuneConfig:
             raise ConfigError(f"clicks must be 0 or more, got {self.clicks!r}")
         if not 0.0 <= self.click_share <= 1.0:
             raise ConfigError(f"click_share must lie in [0, 1], got {self.click_share!r}")
-
-    @staticmethod
-    def upgrade(data: dict) -> dict:
-        """Configs written before the ablation switches moved to ``ablation``."""
-        moved = [("data", "jitter"), ("model", "freeze_backbone")]
-        for part, key in moved:
-            if isinstance(data.get(part), dict) and key in data[part]:
-                data.setdefault("ablation", {})[key] = data[part].pop(key)
-        if isinstance(data.get("model"), dict) and data["model"].pop("question_dropout", 0.0):
-            raise ValueError("model.question_dropout was removed (it measured worse than none); drop the key")
-        return data
 
 
 def load_weights(model: torch.nn.Module, model_dir: Path) -> int:

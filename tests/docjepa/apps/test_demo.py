@@ -288,7 +288,7 @@ def test_finetune_with_a_frozen_pretrained_question_tower(demo, tmp_path):
         demo,
         tmp_path / "ft",
         f"--model.init={demo / 'pretrain'}",
-        f"--model.clip={tmp_path / 'bert'}",  # the key's former name, still read (as model.question_tower)
+        f"--model.question_tower={tmp_path / 'bert'}",
         "--model.freeze_question_tower=true",
     )
     predictor = DocumentPredictor.from_pretrained(tmp_path / "ft")

@@ -88,15 +88,20 @@ def test_a_run_resumes_exactly_and_reports_when_it_is_finished(tmp_path):
         trainer(tmp_path / "empty", resume=True).fit(RegressionTask())
 
 
-def test_configs_written_before_renames_still_load(tmp_path):
+def test_configs_are_checked_and_built_from_python_values(tmp_path):
     old = tmp_path / "old.yaml"
-    old.write_text("model:\n  clip: packaged\n  freeze_backbone: true\ndata:\n  jitter: 0.25\n")
-    with pytest.warns(FutureWarning, match="question_tower"):
-        cfg = load_config(FinetuneConfig, old)
-    assert cfg.model.question_tower == "packaged"
-    assert cfg.ablation.freeze_backbone and cfg.ablation.jitter == 0.25
-    old.write_text("model:\n  question_dropout: 0.25\n")
-    with pytest.raises(ValueError, match="question_dropout was removed"):
+    old.write_text("model:\n  clip: packaged\n")
+    with pytest.raises(ValueError, match=r"unknown config key\(s\) model\.clip; known: .*model\.question_tower"):
         load_config(FinetuneConfig, old)
+    from docjepa.config import save_config, updated
+
+    odd = tmp_path / "a,b [c]"  # a comma and brackets: one path, not a list
+    cfg = updated(load_config(FinetuneConfig, "finetune/tiny"), {"data": {"train": [odd]}, "run": {"steps": 7}})
+    assert cfg.data.train == [str(odd)] and cfg.run.steps == 7
+    assert load_config(FinetuneConfig, save_config(cfg, tmp_path / "c.yaml")) == cfg
+    with pytest.raises(ValueError, match=r"run\.stepz"):
+        updated(cfg, {"run": {"stepz": 7}})
+    with pytest.raises(ValueError, match=r"run\.steps: expected int"):
+        updated(cfg, {"run": {"steps": "many"}})
     with pytest.raises(ValueError, match=r"optim\.name: expected one of 'rsngd', 'adamw'"):
         load_config(FinetuneConfig, None, ["--optim.name=sgd"])

@@ -8,6 +8,7 @@ retraining rounds (:mod:`.retrain`) and the simulation (:mod:`.simulation`) all 
 from __future__ import annotations
 
 import hashlib
+import tempfile
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -165,27 +166,31 @@ class EngineModel:
         out = Path(out)
         if (out / "last_metrics.json").is_file():
             return out
-        split = split or all_questions()
-        overrides = [
-            f"--model.init={self.checkpoint}",
-            f"--data.train=[{data}]",
-            f"--data.split.layouts=[{','.join(split.layouts)}]",
-            f"--data.split.template_modulus={split.template_modulus}",
-            f"--run.steps={steps}",
-            f"--run.checkpoint_every={steps}",
-        ]
-        overrides += [f"--run.log_every={log_every}"] if log_every else []
-        overrides += [f"--run.threads={threads}"] if threads else []
-        overrides += [f"--run.seed={seed}"] if seed is not None else []
-        if child:
-            launcher.run(
-                ["finetune", *(["--config", config] if config else []), "--out", out, *overrides], "fine-tuning"
-            )
-            return out
-        from ...config import load_config
+        from ...config import load_config, save_config, updated
         from ...train.finetune import FinetuneConfig, finetune
 
-        finetune(load_config(FinetuneConfig, config, overrides), out, progress=False)
+        split = split or all_questions()
+        run = {"steps": steps, "checkpoint_every": steps}
+        run |= {"log_every": log_every} if log_every else {}
+        run |= {"threads": threads} if threads else {}
+        run |= {"seed": seed} if seed is not None else {}
+        cfg = updated(
+            load_config(FinetuneConfig, config),
+            {
+                "model": {"init": self.checkpoint},
+                "data": {
+                    "train": [data],
+                    "split": {"layouts": list(split.layouts), "template_modulus": split.template_modulus},
+                },
+                "run": run,
+            },
+        )
+        if child:
+            with tempfile.TemporaryDirectory() as tmp:
+                path = save_config(cfg, Path(tmp) / "finetune.yaml")
+                launcher.run(["finetune", "--config", path, "--out", out], "fine-tuning")
+            return out
+        finetune(cfg, out, progress=False)
         return out
 
     def improve(
