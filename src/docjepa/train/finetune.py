@@ -68,7 +68,7 @@ class SegDataConfig(DataConfig):
 
 @dataclass
 class FinetuneAblations:
-    """Ablation switches: each measured worse than the default (off) in the demo's setting (docs/docjepa.md,
+    """Ablation switches: each measured worse than the default (off) in the demo's setting (docs/docjepa-results.md,
     "Ablations"). Kept for studies, not for use."""
 
     freeze_backbone: bool = False

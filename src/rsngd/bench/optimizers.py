@@ -101,13 +101,13 @@ def settings_names() -> list[str]:
 
 
 def settings_file(path: Path | str) -> Path:
-    """A tuned-settings file: a file on disk, else a packaged one by name (``tuned-long-lr``, also written
-    ``benchmarks/tuned-long-lr.json``), found from any working directory."""
+    """A tuned-settings file: a file on disk, else a packaged one by name (``tuned-long-lr``), found from any
+    working directory."""
     path = Path(path)
     if path.is_file():
         return path
     name = path.name.removesuffix(".json")
-    if path.parent.as_posix() in (".", "benchmarks") and name in settings_names():
+    if path.parent.as_posix() == "." and name in settings_names():
         return packaged_settings(name)
     raise SystemExit(
         f"no tuned settings at {path} (packaged: {', '.join(settings_names())}): run `rsngd bench tune` or pass "
