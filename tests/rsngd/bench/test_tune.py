@@ -176,7 +176,7 @@ def test_the_packaged_settings_are_found_by_name_from_any_folder(tmp_path, monke
     monkeypatch.chdir(tmp_path)  # no benchmarks/ folder here
     long_lr = load_tuned("tuned-long-lr")
     assert long_lr == load_tuned("tuned-long-lr.json")
-    with pytest.raises(SystemExit, match="no tuned settings at elsewhere/tuned-long-lr.json"):
+    with pytest.raises(SystemExit, match=r"no tuned settings at elsewhere/tuned-long-lr\.json"):
         load_tuned("elsewhere/tuned-long-lr.json")  # a path that is not there is not read as a packaged name
     assert long_lr["muon"] != load_tuned("tuned-long")["muon"]  # the matrices' lr chosen again at 1000 steps
     assert set(long_lr) == set(load_tuned("tuned")) >= {"adamw", "muon", "rsngd", "galore"}
