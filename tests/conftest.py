@@ -19,7 +19,7 @@ def docs(tmp_path_factory):
     """24 synthetic pages (512 px) in ``d/`` and a 600-token WordPiece tokenizer in ``tok/``."""
     pytest.importorskip("faker")
     pytest.importorskip("transformers")
-    from docjepa.cli import main
+    from docjepa.apps.cli import main
     from docjepa.data.synth.generate import generate
 
     root = tmp_path_factory.mktemp("docs")

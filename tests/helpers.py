@@ -39,7 +39,7 @@ def cli_error(argv: list[str], capsys) -> str:
     """Run ``docjepa ARGV``, expect the one-line error of a user mistake (exit status 2, no traceback); its text."""
     import pytest
 
-    from docjepa.cli import main
+    from docjepa.apps.cli import main
 
     capsys.readouterr()
     with pytest.raises(SystemExit) as exc:

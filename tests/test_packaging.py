@@ -32,5 +32,6 @@ def test_the_data_files_are_declared_as_package_data():
         "docjepa/configs/finetune/tiny.yaml",
         "rsngd/bench/settings/tuned.json",
         "docjepa/apps/engine/static/index.html",
+        "docjepa/apps/questions/real.json",
     ]:
         assert SRC / needed in shipped

@@ -5,7 +5,7 @@
         --out benchmarks/results/docjepa/clicks
 
 ``--alone NAME=CHECKPOINT`` scores a model's own answers to the clicks, without the predictor's click rules
-(``docjepa.predictor.apply_clicks``). Writes ``OUT/clicks.json`` (per model and question set: the curve, with
+(``docjepa.inference.predictor.apply_clicks``). Writes ``OUT/clicks.json`` (per model and question set: the curve, with
 per-kind gIoU at each point; and each set's word ceiling, the best an answer of whole OCR words can score:
 ``docjepa.eval.interactive.word_ceiling``) and ``OUT/clicks.png`` (mIoU against clicks).
 """
@@ -26,7 +26,7 @@ def main() -> None:
 
     from docjepa.data.split import SplitConfig
     from docjepa.eval.interactive import CLICKS, click_curve, word_ceiling
-    from docjepa.predictor import DocumentPredictor
+    from docjepa.inference.predictor import DocumentPredictor
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_model_args(ap, "the model's own answers to the clicks, without the predictor's click rules")

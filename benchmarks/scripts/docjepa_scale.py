@@ -24,10 +24,10 @@ from pathlib import Path
 def run_arm(
     demo: Path, out: Path, name: str, pre: int, ft: int, encoder: str, tower: str, threads: int, workers: int = 0
 ) -> dict:
-    from docjepa.config import load_config, updated
+    from docjepa.core.config import load_config, updated
     from docjepa.data.split import SplitConfig
     from docjepa.eval.evaluate import evaluate
-    from docjepa.predictor import DocumentPredictor
+    from docjepa.inference.predictor import DocumentPredictor
     from docjepa.train.finetune import FinetuneConfig, finetune
     from docjepa.train.pretrain import PretrainConfig, pretrain
 

@@ -53,7 +53,7 @@ def stage_metrics(run: Path, batch: int) -> dict[str, Any]:
 
 
 def run_base(args, deadline: Deadline, device: torch.device, out: Path) -> dict[str, Any]:
-    from docjepa.config import load_config
+    from docjepa.core.config import load_config
     from docjepa.data.synth.generate import generate
     from docjepa.train.finetune import FinetuneConfig, finetune
     from docjepa.train.pretrain import PretrainConfig, pretrain

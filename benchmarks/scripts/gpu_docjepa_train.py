@@ -50,7 +50,7 @@ def data_dirs(work: Path, demo, progress: bool = False) -> tuple[Path, Path]:
 
 def run(args, deadline: Deadline, device: torch.device, out: Path) -> dict[str, Any]:
     from docjepa.apps.demo import DemoConfig, question_tower, tower_name
-    from docjepa.config import load_config
+    from docjepa.core.config import load_config
     from docjepa.data.tokenizer import train_tokenizer
     from docjepa.train.finetune import FinetuneConfig, finetune
     from docjepa.train.metrics_log import read_metrics
@@ -121,7 +121,7 @@ def run(args, deadline: Deadline, device: torch.device, out: Path) -> dict[str, 
     if deadline.left() > reserve / 2:
         from docjepa.data.split import SplitConfig
         from docjepa.eval.evaluate import evaluate
-        from docjepa.predictor import DocumentPredictor
+        from docjepa.inference.predictor import DocumentPredictor
 
         t = time.perf_counter()
         predictor = DocumentPredictor.from_pretrained(work / "finetune")

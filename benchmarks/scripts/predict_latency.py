@@ -28,9 +28,9 @@ def main() -> None:
     from docjepa.data.shards import DocumentDataset
     from docjepa.data.synth.generate import generate
     from docjepa.data.tokenizer import train_tokenizer
+    from docjepa.inference.predictor import DocumentPredictor
     from docjepa.modeling import build_config
     from docjepa.modeling.segmentation import DocJepaForSegmentation
-    from docjepa.predictor import DocumentPredictor
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--checkpoint", type=Path, default=None)

@@ -20,7 +20,7 @@ from pathlib import Path
 def main() -> None:
     from docjepa.data.split import SplitConfig
     from docjepa.eval.evaluate import evaluate
-    from docjepa.predictor import DocumentPredictor
+    from docjepa.inference.predictor import DocumentPredictor
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--checkpoint", type=Path, required=True)

@@ -75,7 +75,7 @@ def test_the_packed_checkpoint_comes_back_as_a_model_that_answers(dry_run, tmp_p
     assert gpu.main(["unpack", *map(str, files), "--to", str(tmp_path / "model")]) == 0
 
     from docjepa.data.shards import DocumentDataset
-    from docjepa.predictor import DocumentPredictor
+    from docjepa.inference.predictor import DocumentPredictor
 
     predictor = DocumentPredictor.from_pretrained(tmp_path / "model")
     page = DocumentDataset(next((dry_run.parent / "work" / "docjepa-train" / "data").glob("eval")))[0]

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..config import load_config, updated
+from ..core.config import load_config, updated
 from ..data.split import SplitConfig
 from ..train.trainer import Trainer
 
@@ -141,7 +141,7 @@ def run_demo(cfg: DemoConfig, out: Path, progress: bool = True) -> dict:
     from ..data.tokenizer import train_tokenizer
     from ..eval.calibrate import calibrate
     from ..eval.evaluate import evaluate
-    from ..predictor import DocumentPredictor
+    from ..inference.predictor import DocumentPredictor
     from ..train.finetune import FinetuneConfig, finetune
     from ..train.pretrain import PretrainConfig, pretrain
     from ..train.question_tower import ClipConfig, pretrain_clip

@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from ..core.errors import UsageError
 from ..data.importer import OCRUnavailable, read_file
 from ..data.record import Page, words_under
-from ..errors import UsageError
-from ..predictor import SNAP_AGREEMENT, DocumentPredictor, Prediction
+from ..inference.predictor import SNAP_AGREEMENT, DocumentPredictor, Prediction
 
 
 def load_page(

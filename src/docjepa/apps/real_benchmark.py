@@ -14,7 +14,7 @@ Three steps, each a sub-command:
     predicted IoU and a grid of overlays; writes ``real.json``, ``reliability.png``, ``overlays.png`` and, with
     ``--markdown``, a table into the marked section of a doc.
 
-The questions file (packaged as ``docjepa/benchmarks/real-questions.json``, named ``real``) holds boxes in page
+The questions file (packaged as ``docjepa/apps/questions/real.json``, named ``real``) holds boxes in page
 pixels at its ``dpi``, the documents' digests and the Debian packages they come from, so the benchmark is the same on
 every machine.
 """
@@ -31,11 +31,11 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw
 
+from ..core.errors import UsageError
 from ..data.importer import ImportSummary, file_digest, find_inputs, import_pdf
 from ..data.record import Answer, Page, Question, box_polygon
 from ..data.shards import ShardWriter
 from ..data.structure import KINDS
-from ..errors import UsageError
 
 log = logging.getLogger("docjepa.real")
 FORMAT = "docjepa-real-benchmark/1"
@@ -43,7 +43,7 @@ COLOURS = {"truth": (40, 170, 60), "model": (230, 40, 40), "baseline": (40, 90, 
 
 
 PACKAGED = "real"
-"""The name of the benchmark that ships with docjepa (``docjepa/benchmarks/real-questions.json``)."""
+"""The name of the benchmark that ships with docjepa (``docjepa/apps/questions/real.json``)."""
 
 
 def questions_file(path: Path | str = PACKAGED) -> Path:
@@ -52,7 +52,7 @@ def questions_file(path: Path | str = PACKAGED) -> Path:
     if Path(path).is_file():
         return Path(path)
     if str(path) in (PACKAGED, "benchmarks/real/questions.json"):
-        return Path(str(resources.files("docjepa") / "benchmarks" / "real-questions.json"))
+        return Path(str(resources.files("docjepa.apps") / "questions" / "real.json"))
     raise UsageError(f"no questions file at {path} (the packaged benchmark is named {PACKAGED!r})")
 
 
@@ -273,10 +273,10 @@ def run(
 ) -> dict:
     """Score each model (name, checkpoint) and the OCR baseline on the verified questions; write ``real.json``,
     ``reliability.png`` and ``overlays.png`` (the last model's answers) in ``out``."""
-    from ..calibration import plot_reliability, reliability
     from ..data.split import SplitConfig
     from ..eval.evaluate import evaluate
-    from ..predictor import DocumentPredictor
+    from ..inference.calibration import plot_reliability, reliability
+    from ..inference.predictor import DocumentPredictor
 
     if not models:
         raise UsageError("give at least one model (--model NAME=CHECKPOINT)")

@@ -22,7 +22,7 @@ import subprocess
 import zlib
 from pathlib import Path
 
-from ..errors import UsageError
+from ..core.errors import UsageError
 
 PACKAGES = ("texlive-fonts-recommended-doc", "texlive-humanities-doc", "texlive-latex-recommended-doc")
 """The Debian packages whose PDFs are the real pages (those the benchmark's questions come from)."""

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from PIL import Image, ImageSequence
 
-from ..errors import UsageError
+from ..core.errors import UsageError
 from .record import Answer, Page, Question, Word, box_polygon
 from .shards import ShardWriter, iter_rows, shard_paths
 

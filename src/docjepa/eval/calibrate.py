@@ -1,5 +1,5 @@
 """``docjepa calibrate``: fit the map from the IoU head's score to measured IoU on labelled pages, store it with
-the model (see :mod:`docjepa.calibration`)."""
+the model (see :mod:`docjepa.inference.calibration`)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..calibration import Calibration, reliability
 from ..data.split import SplitConfig
+from ..inference.calibration import Calibration, reliability
 from .evaluate import evaluate
 
 
@@ -18,8 +18,8 @@ def calibrate(
     """Score every question of ``data`` (pages the model was not trained on), fit an isotonic map from the chosen
     candidate's predicted IoU to its measured IoU, write ``calibration.json`` beside the model's weights (unless
     ``write`` is False), and return the map with the reliability of the scores before and after it on that data."""
+    from ..inference.predictor import DocumentPredictor
     from ..modeling.files import SEGMENTATION, require_model
-    from ..predictor import DocumentPredictor
 
     if not 0.0 < threshold < 1.0:
         raise ValueError(f"threshold must lie in (0, 1), got {threshold}")

@@ -16,11 +16,11 @@ import numpy as np
 from scipy import ndimage
 from tqdm.auto import tqdm
 
-from ..clicks import boxes_mask, word_blocks
 from ..data.frame import PageFrame
 from ..data.record import words_under
 from ..data.shards import DocumentDataset
 from ..data.split import SplitConfig
+from ..inference.clicks import boxes_mask, word_blocks
 from .evaluate import answer_masks, questions_by_page
 from .scores import Scores, best_answer, iou_parts
 

@@ -10,7 +10,7 @@ import json
 import shutil
 from pathlib import Path
 
-from ..errors import UsageError
+from ..core.errors import UsageError
 
 # A saved model's kind is the class recorded in its config.json ("architectures", written by save_pretrained).
 PRETRAINING, SEGMENTATION, BACKBONE = "DocJepaForPretraining", "DocJepaForSegmentation", "DocJepaModel"

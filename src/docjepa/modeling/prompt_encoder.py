@@ -21,7 +21,7 @@ from torch import Tensor, nn
 from transformers import AutoConfig, AutoModel, CLIPTextConfig, CLIPTextModel, PretrainedConfig, PreTrainedModel
 from transformers.models.sam.modeling_sam import SamMaskEmbedding, SamPositionalEmbedding
 
-from ..errors import UsageError
+from ..core.errors import UsageError
 
 
 def build_tower(config: PretrainedConfig) -> PreTrainedModel:

@@ -81,7 +81,7 @@ class DocJepaForSegmentation(DocJepaPreTrainedModel):
     """Backbone + CLIP question encoder + geometric prompt encoder + word decoder + SAM-style mask decoder.
 
     ``encode_image`` is the expensive part and depends only on the page (image and OCR words); ``decode`` is
-    cheap and runs once per question, so a predictor can cache the page encoding (see ``docjepa.predictor``).
+    cheap and runs once per question, so a predictor can cache the page encoding (see ``docjepa.inference.predictor``).
     """
 
     def __init__(self, config: DocJepaConfig, backbone: DocJepaModel | None = None) -> None:

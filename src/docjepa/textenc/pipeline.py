@@ -35,7 +35,7 @@ import yaml
 from torch import nn
 from transformers import AutoTokenizer, BertForMaskedLM, PreTrainedTokenizerFast
 
-from ..config import to_dict
+from ..core.config import to_dict
 from ..data.split import SplitConfig
 from ..data.tokenizer import train_tokenizer_on_texts
 from ..modeling.files import latest_checkpoint

@@ -28,7 +28,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from ..errors import UsageError
+from ..core.errors import UsageError
 
 log = logging.getLogger("docjepa.train")
 

@@ -10,12 +10,12 @@ import torch
 from safetensors.torch import load_file
 from torch import nn
 
+from ..core.errors import ConfigError
 from ..data.collate import CollateConfig
 from ..data.segment import SegmentCollator
 from ..data.shards import DocumentDataset
 from ..data.source import DataConfig, load_tokenizer
 from ..data.split import SplitConfig, question_pairs
-from ..errors import ConfigError
 from ..modeling import DocJepaConfig, build_config
 from ..modeling.build import special_ids
 from ..modeling.files import BACKBONE, PRETRAINING, SEGMENTATION, require_model, resolve_model_dir

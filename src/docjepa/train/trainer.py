@@ -29,8 +29,8 @@ import yaml
 from torch import nn
 from tqdm.auto import tqdm
 
-from ..config import to_dict
-from ..errors import ConfigError, UsageError, positive
+from ..core.config import to_dict
+from ..core.errors import ConfigError, UsageError, positive
 from . import distributed as D
 from .checkpoint import latest_checkpoint, load_state, rng_state, save_checkpoint, set_rng_state
 from .data import EpochDataset, make_loader

@@ -10,8 +10,8 @@ pytest.importorskip("faker")
 
 from PIL import Image
 
+from docjepa.apps.cli import main
 from docjepa.apps.demo import PACKAGED_TOWER
-from docjepa.cli import main
 from docjepa.modeling.files import resolve_model_dir
 from docjepa.modeling.sentence_encoder import packaged_sentence_encoder
 from tests.helpers import cli_error, tiny_bert_folder
@@ -249,7 +249,7 @@ def test_finetune_with_frozen_backbone_ablation(demo, tmp_path):
 def test_clip_tower_pretrained_here_then_fine_tuned(demo, tmp_path):
     from transformers import CLIPTextModel
 
-    from docjepa.predictor import DocumentPredictor
+    from docjepa.inference.predictor import DocumentPredictor
     from docjepa.train.checkpoint import resolve_model_dir
 
     common = [f"--data.train=[{demo / 'data' / 'train'}]", f"--data.tokenizer={demo / 'tokenizer'}"]
@@ -281,7 +281,7 @@ def test_finetune_with_a_frozen_pretrained_question_tower(demo, tmp_path):
     from transformers import BertModel, PreTrainedTokenizerFast
 
     from docjepa.data.shards import DocumentDataset
-    from docjepa.predictor import DocumentPredictor
+    from docjepa.inference.predictor import DocumentPredictor
 
     tiny_bert_folder(PreTrainedTokenizerFast.from_pretrained(demo / "tokenizer"), tmp_path / "bert")
     finetune_briefly(

@@ -18,7 +18,7 @@ def test_a_finished_stage_trained_on_other_data_is_not_reused(tmp_path, monkeypa
     import pytest
 
     from docjepa.apps import demo
-    from docjepa.config import load_config
+    from docjepa.core.config import load_config
     from docjepa.train.finetune import FinetuneConfig
 
     run = tmp_path / "finetune"

@@ -12,13 +12,13 @@ pytest.importorskip("reportlab")
 from PIL import Image
 
 from docjepa.apps import real_benchmark as rb
+from docjepa.apps.cli import main
 from docjepa.apps.predict import predict_file
-from docjepa.calibration import Calibration
-from docjepa.cli import main
+from docjepa.core.errors import UsageError
 from docjepa.data.importer import import_paths
-from docjepa.errors import UsageError
 from docjepa.eval.calibrate import calibrate
-from docjepa.predictor import DocumentPredictor
+from docjepa.inference.calibration import Calibration
+from docjepa.inference.predictor import DocumentPredictor
 from tests.docjepa.data.test_structure import make_manual
 
 

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
+from docjepa.apps.cli import main
 from docjepa.apps.report import MARKDOWN_END, MARKDOWN_START, markdown_table, write_markdown
-from docjepa.cli import main
 
 
 def scores(n: int, miou: float, per_type: dict[str, float]) -> dict:
@@ -61,7 +61,7 @@ def test_non_finite_scores_are_null_in_valid_json(tmp_path):
 
     from docjepa.apps.predict import write_prediction
     from docjepa.data.record import Page, Word
-    from docjepa.predictor import Prediction
+    from docjepa.inference.predictor import Prediction
 
     page = Page("p", 0, 40, 30, b"", [Word("a", (1, 1, 9, 9))], "test")
     page._rgb = Image.new("RGB", (40, 30), "white")  # the decoded image, as if read from a shard

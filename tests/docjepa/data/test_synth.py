@@ -8,7 +8,7 @@ import pytest
 pytest.importorskip("faker")
 pytest.importorskip("pyarrow")
 
-from docjepa.cli import dataset_info, main
+from docjepa.apps.cli import dataset_info, main
 from docjepa.data.record import Page, rasterize
 from docjepa.data.shards import DocumentDataset, ShardWriter, iter_pages
 from docjepa.data.synth.generate import NoiseOptions, generate, generate_page

@@ -9,9 +9,9 @@ pytest.importorskip("transformers")
 from docjepa.data.split import SplitConfig
 from docjepa.eval.evaluate import evaluate
 from docjepa.eval.interactive import click_curve, next_click, word_ceiling
+from docjepa.inference.predictor import DocumentPredictor
 from docjepa.modeling import build_config
 from docjepa.modeling.segmentation import DocJepaForSegmentation
-from docjepa.predictor import DocumentPredictor
 
 
 def test_the_click_goes_to_the_middle_of_the_largest_error():

@@ -96,7 +96,7 @@ def test_clicks_mark_the_tokens_they_fall_on(docs, tok, gen):
 def test_a_model_folder_missing_a_weight_is_refused_naming_it(docs, tok, tmp_path):
     from safetensors.torch import load_file, save_file
 
-    from docjepa.predictor import DocumentPredictor
+    from docjepa.inference.predictor import DocumentPredictor
 
     torch.manual_seed(0)
     model = DocJepaForSegmentation(build_config("tiny", len(tok)))

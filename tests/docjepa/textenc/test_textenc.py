@@ -11,11 +11,11 @@ pytest.importorskip("transformers")
 
 from transformers import AutoTokenizer, BertModel, PreTrainedTokenizerFast
 
-from docjepa.cli import main
-from docjepa.config import load_config
+from docjepa.apps.cli import main
+from docjepa.core.config import load_config
+from docjepa.core.errors import ConfigError
 from docjepa.data.record import Word
 from docjepa.data.tokenizer import train_tokenizer_on_texts
-from docjepa.errors import ConfigError
 from docjepa.modeling.build import build_config
 from docjepa.modeling.text_encoder import LayoutTextEncoder
 from docjepa.textenc import (

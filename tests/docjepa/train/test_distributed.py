@@ -29,7 +29,7 @@ def pretrain_argv(docs, out, steps, strategy, processes):
     if processes > 1:
         launcher += ["-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}"]
     return [
-        *launcher, "-m", "docjepa.cli", "pretrain", "--config", "pretrain/tiny", "--out", str(out),
+        *launcher, "-m", "docjepa.apps.cli", "pretrain", "--config", "pretrain/tiny", "--out", str(out),
         "--no-progress", f"--data.train=[{docs / 'd'}]", f"--data.tokenizer={docs / 'tok'}",
         "--data.max_tokens=64", f"--run.steps={steps}", "--run.batch_size=2", "--run.log_every=1",
         "--run.checkpoint_every=2", "--run.threads=1", "--optim.rank=8", f"--dist.strategy={strategy}",

@@ -10,10 +10,10 @@ pytest.importorskip("transformers")
 
 from safetensors.torch import load_file
 
-from docjepa.cli import main
-from docjepa.config import from_dict, load_config, parse_overrides
+from docjepa.apps.cli import main
+from docjepa.core.config import from_dict, load_config, parse_overrides
+from docjepa.core.errors import ConfigError
 from docjepa.data.shards import DocumentDataset
-from docjepa.errors import ConfigError
 from docjepa.train.data import EpochDataset
 from docjepa.train.metrics_log import read_metrics
 from docjepa.train.pretrain import PretrainConfig, pretrain

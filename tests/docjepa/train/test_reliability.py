@@ -12,10 +12,10 @@ import yaml
 
 pytest.importorskip("transformers")
 
+from docjepa.core.errors import ConfigError, UsageError
 from docjepa.data.shards import DocumentDataset, RecordError, iter_pages
 from docjepa.data.show import show
 from docjepa.data.split import SplitConfig, question_pairs
-from docjepa.errors import ConfigError, UsageError
 from docjepa.train.metrics_log import read_metrics
 from docjepa.train.pretrain import pretrain
 from docjepa.train.trainer import Trainer
@@ -119,7 +119,7 @@ def test_preflight_refuses_a_full_disk_before_the_first_step(tmp_path, monkeypat
 def test_thread_limit_below_run_threads_completes_a_step(docs, tmp_path):
     """OMP_THREAD_LIMIT=1 with run.threads=2 used to hang in oneDNN's convolution backward."""
     argv = [
-        sys.executable, "-m", "docjepa.cli", "pretrain", "--config", "pretrain/tiny",
+        sys.executable, "-m", "docjepa.apps.cli", "pretrain", "--config", "pretrain/tiny",
         "--out", str(tmp_path / "run"), "--no-progress", f"--data.train=[{docs / 'd'}]",
         f"--data.tokenizer={docs / 'tok'}", "--data.max_tokens=64", "--run.steps=1", "--run.batch_size=2",
         "--run.threads=2",

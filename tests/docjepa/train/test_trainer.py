@@ -6,7 +6,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from docjepa.config import load_config
+from docjepa.core.config import load_config
 from docjepa.train.finetune import FinetuneConfig
 from docjepa.train.optim import OptimConfig
 from docjepa.train.trainer import RunConfig, Task, Trainer
@@ -93,7 +93,7 @@ def test_configs_are_checked_and_built_from_python_values(tmp_path):
     old.write_text("model:\n  clip: packaged\n")
     with pytest.raises(ValueError, match=r"unknown config key\(s\) model\.clip; known: .*model\.question_tower"):
         load_config(FinetuneConfig, old)
-    from docjepa.config import save_config, updated
+    from docjepa.core.config import save_config, updated
 
     odd = tmp_path / "a,b [c]"  # a comma and brackets: one path, not a list
     cfg = updated(load_config(FinetuneConfig, "finetune/tiny"), {"data": {"train": [odd]}, "run": {"steps": 7}})

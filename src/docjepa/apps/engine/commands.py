@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from ...errors import UsageError
+from ...core.errors import UsageError
 from .db import Database
 
 

@@ -16,7 +16,7 @@ from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.orm import Session
 
-from ...errors import UsageError
+from ...core.errors import UsageError
 from .tables import Annotation, AuditEntry, Task
 
 MIGRATIONS = Path(__file__).with_name("migrations")

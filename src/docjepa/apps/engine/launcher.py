@@ -10,7 +10,7 @@ from pathlib import Path
 
 def docjepa_argv(args: list) -> list[str]:
     """The command line of ``docjepa ARGS`` run by this Python (the environment the service runs in)."""
-    return [sys.executable, "-m", "docjepa.cli", *map(str, args)]
+    return [sys.executable, "-m", "docjepa.apps.cli", *map(str, args)]
 
 
 def start(args: list, log: Path) -> subprocess.Popen:

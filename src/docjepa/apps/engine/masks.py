@@ -159,11 +159,11 @@ def words_mask(words: list[Word] | list[dict], ids: list[int], height: int, widt
 def whole_words(
     words: list[Word] | list[dict], mask: np.ndarray, keep_at: list | tuple = ()
 ) -> tuple[np.ndarray, list[int]]:
-    """A candidate as the page edits it: the boxes of the words whose centre it covers, each whole (not the one
-    box ``docjepa.predictor.snap_to_words`` draws around them), so clicking a word out removes every pixel of it; a
-    mask over no word stays as it is. ``keep_at``: points (page pixels) of positive clicks; a part of the mask that
-    holds one that is on no word is kept as the click rules drew it (the square on blank page, a block stretched to
-    the click), not snapped away."""
+    """A candidate as the page edits it: the boxes of the words whose centre it covers, each whole (not the one box
+    ``docjepa.inference.predictor.snap_to_words`` draws around them), so clicking a word out removes every pixel of
+    it; a mask over no word stays as it is. ``keep_at``: points (page pixels) of positive clicks; a part of the mask
+    that holds one that is on no word is kept as the click rules drew it (the square on blank page, a block
+    stretched to the click), not snapped away."""
     ids = words_inside(words, mask)
     if not ids:
         return mask, ids

@@ -72,7 +72,7 @@ class EngineModel:
 
     @cached_property
     def predictor(self):
-        from ...predictor import DocumentPredictor
+        from ...inference.predictor import DocumentPredictor
 
         return DocumentPredictor.from_pretrained(self.checkpoint, device=self.device)
 
@@ -166,7 +166,7 @@ class EngineModel:
         out = Path(out)
         if (out / "last_metrics.json").is_file():
             return out
-        from ...config import load_config, save_config, updated
+        from ...core.config import load_config, save_config, updated
         from ...train.finetune import FinetuneConfig, finetune
 
         split = split or all_questions()

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 from sqlalchemy import select
 
-from ...errors import UsageError
+from ...core.errors import UsageError
 from . import store
 from .db import Database
 from .export import export

@@ -113,7 +113,7 @@ def test_people_change_their_own_password_with_the_current_one(engine):
 def test_the_command_line_changes_accounts_too(engine, capsys, monkeypatch):
     from fastapi.testclient import TestClient
 
-    from docjepa.cli import main
+    from docjepa.apps.cli import main
 
     app, db, url = engine
     ann = client_for(app, "ann")

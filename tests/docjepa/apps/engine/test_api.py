@@ -24,7 +24,7 @@ def test_schema_comes_from_the_migrations_and_init_is_repeatable(db_url):
 
     from docjepa.apps.engine.db import Database
     from docjepa.apps.engine.tables import Base
-    from docjepa.errors import UsageError
+    from docjepa.core.errors import UsageError
 
     db = Database(db_url)
     with pytest.raises(UsageError, match="engine init"):

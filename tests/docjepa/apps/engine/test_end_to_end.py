@@ -9,8 +9,8 @@ from .conftest import PASSWORD, client_for, mask_png, word_mask
 
 @pytest.mark.slow
 def test_init_annotate_export_finetune(tmp_path, docs, tiny_model, capsys, monkeypatch):
+    from docjepa.apps.cli import main
     from docjepa.apps.engine.app import ServerConfig, create_app
-    from docjepa.cli import main
 
     url = f"sqlite:///{tmp_path / 'engine.db'}"
     main(

@@ -417,7 +417,7 @@ def _serve(monkeypatch, db_url: str, *options: str):
     """``docjepa engine serve`` as a user starts it, up to uvicorn: the app and uvicorn's settings."""
     import uvicorn
 
-    from docjepa.cli import main
+    from docjepa.apps.cli import main
 
     got = {}
     monkeypatch.setattr(uvicorn, "run", lambda app, **kw: got.update(app=app, **kw))

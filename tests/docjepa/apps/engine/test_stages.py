@@ -174,7 +174,7 @@ def test_semi_automatic_questions_are_ranked_and_automatic_labels_follow_the_thr
     from docjepa.apps.engine import automation, store
     from docjepa.apps.engine.app import ServerConfig, create_app
     from docjepa.apps.engine.model import candidate_masks
-    from docjepa.predictor import DocumentPredictor
+    from docjepa.inference.predictor import DocumentPredictor
 
     url = f"sqlite:///{tmp_path / 'e.db'}"
     db = make_engine(url, docs, pages=4, users=("ann", "rev"))

@@ -173,8 +173,8 @@ def test_export_coco_jsonl_and_shards_split_by_document(tmp_path, docs):
 
 
 def test_stats_and_command_line(tmp_path, docs, capsys, monkeypatch):
+    from docjepa.apps.cli import main
     from docjepa.apps.engine import stats
-    from docjepa.cli import main
 
     url = f"sqlite:///{tmp_path / 'e.db'}"
     main(["engine", "init", "--db", url, "--data", str(docs / "d"), "--limit", "3", "--no-progress"])

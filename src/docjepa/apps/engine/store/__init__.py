@@ -41,17 +41,7 @@ from .pages import add_pages, load_page, page_image, page_info, page_json, page_
 from .proposals import record_proposal
 from .review import next_for_review, review_annotation
 from .settings import counts, serving_model, serving_setting, set_serving_model
-from .tasks import (
-    LEASE_SECONDS,
-    add_task,
-    claim_next,
-    release,
-    release_all,
-    renew,
-    set_priority,
-    task_for,
-    task_json,
-)
+from .tasks import LEASE_SECONDS, add_task, claim_next, release, release_all, renew, set_priority, task_for, task_json
 from .throttle import Throttle, Throttled
 
 __all__ = [

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from docjepa.clicks import apply_clicks, boxes_mask, clicked_word, stretch_to, tighten_at, word_blocks
 from docjepa.data.record import Page, Word
+from docjepa.inference.clicks import apply_clicks, boxes_mask, clicked_word, stretch_to, tighten_at, word_blocks
 
 
 def _page(words: list[tuple[str, tuple]]) -> list[Word]:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from docjepa.config import load_config, packaged_configs
+from docjepa.core.config import load_config, packaged_configs
 from docjepa.train.finetune import FinetuneConfig
 from docjepa.train.pretrain import PretrainConfig
 

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from docjepa.errors import UsageError, is_expected, run_command
+from docjepa.core.errors import UsageError, is_expected, run_command
 from tests.helpers import cli_error
 
 

@@ -9,7 +9,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from .errors import UsageError, run_command
+from ..core.errors import UsageError, run_command
 
 # Commands taking --key.sub=value config overrides.
 OVERRIDABLE = ("pretrain", "pretrain-clip", "finetune", "text-encoder")
@@ -46,7 +46,7 @@ def writable_file(path: Path | None) -> None:
 
 
 def cmd_generate(args: argparse.Namespace) -> None:
-    from .data.synth.generate import NoiseOptions, generate
+    from ..data.synth.generate import NoiseOptions, generate
 
     noise = NoiseOptions(p=args.noise)
     summary = generate(
@@ -67,7 +67,7 @@ def cmd_generate(args: argparse.Namespace) -> None:
 
 def dataset_info(root: Path) -> dict:
     """Counts and sizes of a dataset folder (documents, pages, words, questions by type, image sizes)."""
-    from .data.shards import iter_pages, shard_paths
+    from ..data.shards import iter_pages, shard_paths
 
     shards = shard_paths(root)
     if not shards:
@@ -106,8 +106,8 @@ def cmd_info(args: argparse.Namespace) -> None:
 def cmd_import(args: argparse.Namespace) -> None:
     import logging
 
-    from .apps.real_benchmark import benchmark_digests
-    from .data.importer import import_paths
+    from ..data.importer import import_paths
+    from .real_benchmark import benchmark_digests
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
     summary = import_paths(
@@ -128,7 +128,7 @@ def cmd_import(args: argparse.Namespace) -> None:
 
 
 def cmd_show(args: argparse.Namespace) -> None:
-    from .data.show import show
+    from ..data.show import show
 
     skipped: list = []
     paths = show(args.dir, args.out, args.limit, on_skip=skipped.append)
@@ -136,7 +136,7 @@ def cmd_show(args: argparse.Namespace) -> None:
 
 
 def cmd_tokenizer(args: argparse.Namespace) -> None:
-    from .data.tokenizer import train_tokenizer
+    from ..data.tokenizer import train_tokenizer
 
     tok = train_tokenizer(args.dirs, args.out, vocab_size=args.vocab_size, lowercase=args.lowercase)
     print(json.dumps({"out": str(args.out), "vocab_size": tok.vocab_size}, indent=1))
@@ -145,8 +145,8 @@ def cmd_tokenizer(args: argparse.Namespace) -> None:
 def cmd_pretrain(args: argparse.Namespace) -> None:
     import logging
 
-    from .config import load_config
-    from .train.pretrain import PretrainConfig, pretrain
+    from ..core.config import load_config
+    from ..train.pretrain import PretrainConfig, pretrain
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     cfg = load_config(PretrainConfig, args.config, args.overrides)
@@ -164,18 +164,18 @@ def _train_command(kind: str):
     def run(args: argparse.Namespace) -> None:
         import logging
 
-        from .config import load_config
+        from ..core.config import load_config
 
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
         if kind == "finetune":
-            from .train.finetune import FinetuneConfig as Config
-            from .train.finetune import finetune as train
+            from ..train.finetune import FinetuneConfig as Config
+            from ..train.finetune import finetune as train
         elif kind == "text-encoder":
-            from .textenc import TextEncoderConfig as Config
-            from .textenc import run_chain as train
+            from ..textenc import TextEncoderConfig as Config
+            from ..textenc import run_chain as train
         else:
-            from .train.question_tower import ClipConfig as Config
-            from .train.question_tower import pretrain_clip as train
+            from ..train.question_tower import ClipConfig as Config
+            from ..train.question_tower import pretrain_clip as train
         cfg = load_config(Config, args.config, args.overrides)
         last = train(cfg, args.out, resume=args.resume, progress=not args.no_progress)
         _print_result({"out": str(args.out), **last})
@@ -184,9 +184,9 @@ def _train_command(kind: str):
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
-    from .data.split import SplitConfig
-    from .eval.evaluate import evaluate
-    from .predictor import SNAP_AGREEMENT, DocumentPredictor
+    from ..data.split import SplitConfig
+    from ..eval.evaluate import evaluate
+    from ..inference.predictor import SNAP_AGREEMENT, DocumentPredictor
 
     writable_file(args.out)
     predictor = DocumentPredictor.from_pretrained(
@@ -201,7 +201,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> None:
-    from .eval.calibrate import calibrate
+    from ..eval.calibrate import calibrate
 
     result = calibrate(
         args.checkpoint, args.data, args.threshold, progress=not args.no_progress, write=not args.dry_run
@@ -219,7 +219,7 @@ def _model_spec(text: str) -> tuple[str, Path]:
 def cmd_benchmark_real(args: argparse.Namespace) -> None:
     import logging
 
-    from .apps import real_benchmark as rb
+    from . import real_benchmark as rb
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
     if args.real_command == "propose":
@@ -241,7 +241,7 @@ def cmd_benchmark_real(args: argparse.Namespace) -> None:
 
 
 def cmd_predict(args: argparse.Namespace) -> None:
-    from .apps.predict import predict_file
+    from .predict import predict_file
 
     result = predict_file(
         args.checkpoint,
@@ -260,7 +260,7 @@ def cmd_predict(args: argparse.Namespace) -> None:
 
 
 def cmd_demo(args: argparse.Namespace) -> None:
-    from .apps.demo import DemoConfig, run_demo
+    from .demo import DemoConfig, run_demo
 
     cfg = DemoConfig.quick() if args.quick else DemoConfig()
     cfg.question_tower, cfg.seed, cfg.phrasings = args.question_tower, args.seed, args.phrasings
@@ -277,14 +277,14 @@ def cmd_demo(args: argparse.Namespace) -> None:
 def cmd_results(args: argparse.Namespace) -> None:
     import shlex
 
-    from .apps.report import write_markdown
+    from .report import write_markdown
 
     argv = ["results", *map(str, args.results), *(f"--markdown={p}" for p in args.markdown)]
     print(write_markdown(args.results, args.markdown, "docjepa " + " ".join(shlex.quote(a) for a in argv)))
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .data.synth.layouts import LAYOUTS
+    from ..data.synth.layouts import LAYOUTS
 
     ap = argparse.ArgumentParser(prog="docjepa", description="Document-JEPA: data, training and prediction.")
     sub = ap.add_subparsers(dest="command", required=True)
@@ -518,7 +518,7 @@ def build_parser() -> argparse.ArgumentParser:
     res.add_argument("results", nargs="+", type=Path, help="results.json files of demo runs (labelled by file name)")
     res.add_argument("--markdown", action="append", type=Path, default=[], help="fill this file's demo section")
     res.set_defaults(func=cmd_results)
-    from .apps.engine.cli import add_parser as add_engine_parser
+    from .engine.cli import add_parser as add_engine_parser
 
     add_engine_parser(sub, int_at_least)
     return ap

@@ -25,12 +25,12 @@ import numpy as np
 import torch
 from PIL import Image
 
+from ..core.errors import UsageError
+from ..data.collate import CollateConfig, DocumentCollator
+from ..data.frame import PageFrame
+from ..data.prompt import PromptBuilder, QuestionPrompt, box_mask
+from ..data.record import Page, Word, union_box, words_under
 from .clicks import apply_clicks, boxes_mask, line_boxes
-from .data.collate import CollateConfig, DocumentCollator
-from .data.frame import PageFrame
-from .data.prompt import PromptBuilder, QuestionPrompt, box_mask
-from .data.record import Page, Word, union_box, words_under
-from .errors import UsageError
 
 SNAP_AGREEMENT = 0.3
 """Default ``min_agreement`` of :func:`snap_to_words` (chosen on trained-kinds questions: docs/docjepa-results.md)."""
@@ -169,7 +169,7 @@ class Prediction:
     """The OCR matcher's answer box (page pixels) that was the mask prompt (None: none, or no mask prompt)."""
     confidence: np.ndarray | None = None
     """(N,) the IoU each candidate can be expected to reach, from ``scores`` through the model's calibration
-    (``calibration.json`` beside its weights, :mod:`docjepa.calibration`); None when the model has none."""
+    (``calibration.json`` beside its weights, :mod:`docjepa.inference.calibration`); None when the model has none."""
     known: bool | None = None
     """Whether the model knows the answer: the chosen candidate's confidence reaches the calibration's threshold
     (None: not calibrated)."""
@@ -197,7 +197,8 @@ class DocumentPredictor:
         click_rules: bool = True,
     ) -> None:
         """``snap``: the ``min_agreement`` with which answers are snapped to the OCR words (None: never);
-        ``calibration``: a :class:`~docjepa.calibration.Calibration` (``from_pretrained`` loads the model's own);
+        ``calibration``: a :class:`~docjepa.inference.calibration.Calibration` (``from_pretrained`` loads the
+        model's own);
         ``word_answers``: when the chosen mask covers no words it agrees with, answer with the words the word
         decoder picks (see :meth:`answer_lines`); ``click_rules``: make answers agree with the clicks in the prompt
         (:func:`apply_clicks`; False: the model's own answer to them)."""
@@ -231,9 +232,9 @@ class DocumentPredictor:
         from transformers import AutoTokenizer, PreTrainedTokenizerFast
         from transformers.utils import logging as hf_logging
 
+        from ..modeling.files import SEGMENTATION, require_model
+        from ..modeling.segmentation import DocJepaForSegmentation
         from .calibration import Calibration
-        from .modeling.files import SEGMENTATION, require_model
-        from .modeling.segmentation import DocJepaForSegmentation
 
         model_dir = require_model(path, (SEGMENTATION,), "prediction")
         verbosity = hf_logging.get_verbosity()

@@ -4,8 +4,8 @@ The mask decoder predicts the IoU of each candidate with the true answer. On pag
 prediction is over-confident; a monotone map fitted on labelled pages that were not trained on (isotonic
 regression: the non-decreasing step function closest to the measured IoUs in squared error) turns it into an
 estimate of the IoU to expect. ``docjepa calibrate`` fits it and stores ``calibration.json`` beside the model
-weights; :class:`~docjepa.predictor.DocumentPredictor` then reports ``confidence`` (that estimate) and ``known``
-(confidence at least ``threshold``) for every answer.
+weights; :class:`~docjepa.inference.predictor.DocumentPredictor` then reports ``confidence`` (that estimate) and
+``known`` (confidence at least ``threshold``) for every answer.
 """
 
 from __future__ import annotations

@@ -10,9 +10,9 @@ pytest.importorskip("transformers")
 from docjepa.data.prompt import lexical_prior
 from docjepa.data.record import Page, Word
 from docjepa.data.shards import DocumentDataset
+from docjepa.inference.predictor import DocumentPredictor, choose_mask
 from docjepa.modeling import build_config
 from docjepa.modeling.segmentation import DocJepaForSegmentation
-from docjepa.predictor import DocumentPredictor, choose_mask
 
 
 def _page(words: list[tuple[str, tuple]]) -> list[Word]:
@@ -83,7 +83,7 @@ def test_predictor_caches_the_page_and_takes_prompts(docs, tok, monkeypatch):
 
 def test_answers_snap_to_the_box_of_the_ocr_words_they_cover():
     from docjepa.data.prompt import box_mask
-    from docjepa.predictor import snap_to_words, words_box
+    from docjepa.inference.predictor import snap_to_words, words_box
 
     words = _page([("12", (45, 40, 57, 50)), ("May", (60, 40, 80, 50)), ("2024", (83, 40, 110, 50))])
     page = Page("x", 0, 200, 100, b"", words, "t")
@@ -107,7 +107,7 @@ def test_answers_snap_to_the_box_of_the_ocr_words_they_cover():
 
 
 def test_predictor_answer_is_the_chosen_mask_snapped_to_words(docs, tok):
-    from docjepa.predictor import FULL_PAGE, Decoded, snap_to_words
+    from docjepa.inference.predictor import FULL_PAGE, Decoded, snap_to_words
 
     torch.manual_seed(0)
     model = DocJepaForSegmentation(build_config("tiny", len(tok)))
@@ -157,7 +157,7 @@ def test_predictor_answer_is_the_chosen_mask_snapped_to_words(docs, tok):
 
 
 def test_word_logits_answer_words_and_lines():
-    from docjepa.predictor import answer_words, line_boxes, word_logits
+    from docjepa.inference.predictor import answer_words, line_boxes, word_logits
 
     tokens = torch.tensor([5.0, -1.0, 2.0, 0.5, -3.0, 9.0])
     index = torch.tensor([-1, 0, 0, 1, 3, -1])  # specials at both ends; word 2 has no token (cut off)
@@ -182,7 +182,7 @@ def test_word_logits_answer_words_and_lines():
 
 
 def test_predictor_answers_with_the_word_decoders_words_when_the_mask_misses(docs, tok):
-    from docjepa.predictor import Decoded, boxes_mask, line_boxes
+    from docjepa.inference.predictor import Decoded, boxes_mask, line_boxes
 
     predictor, page = _on_first_page(docs, tok)
     tokens = predictor.decode(page.questions[0].text).token_logits
@@ -231,7 +231,7 @@ def test_predictor_answers_with_the_word_decoders_words_when_the_mask_misses(doc
 
 
 def test_a_page_resolution_mask_to_refine_keeps_small_words(docs, tok):
-    from docjepa.errors import UsageError
+    from docjepa.core.errors import UsageError
 
     predictor, page = _on_first_page(docs, tok)
     mask = np.zeros((page.height, page.width), dtype=bool)

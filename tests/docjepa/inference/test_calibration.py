@@ -5,7 +5,7 @@ import itertools
 import numpy as np
 import pytest
 
-from docjepa.calibration import Calibration, isotonic, reliability
+from docjepa.inference.calibration import Calibration, isotonic, reliability
 
 
 def brute_force_monotone(y: np.ndarray, levels: np.ndarray) -> float:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .data.prompt import box_mask
-from .data.record import Page, union_box, words_under
+from ..data.prompt import box_mask
+from ..data.record import Page, union_box, words_under
 
 CLICK_REACH = 0.5
 """A click lands on a word when it is inside the word's box or within this many word heights of it."""
