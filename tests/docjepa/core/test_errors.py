@@ -31,6 +31,21 @@ def test_user_mistakes_are_expected_and_bugs_are_not(capsys):
         run_command("docjepa x", lambda: len(5))
 
 
+def test_a_value_error_is_the_users_when_this_projects_code_raised_it():
+    """Decided by the module of the raising frame, not by where the package is installed."""
+    import json
+
+    import rsngd
+
+    with pytest.raises(ValueError) as ours:
+        rsngd.RSNGD([torch.nn.Parameter(torch.randn(3, 3))], history=0)
+    assert is_expected(ours.value)
+    with pytest.raises(ValueError) as theirs:
+        json.loads("{")  # a ValueError raised inside the standard library
+    assert not is_expected(theirs.value)
+    assert not is_expected(ValueError("never raised"))
+
+
 def test_config_mistakes_are_one_line(tmp_path, capsys):
     broken = tmp_path / "broken.yaml"
     broken.write_text("run:\n  steps: [1, 2\n")
