@@ -1,35 +1,28 @@
-"""The ``rsngd`` command line."""
+"""The ``rsngd`` command line: argparse subcommands, each registered by the module that runs it (its
+``add_parser(sub)`` sets ``func``), the way ``docjepa``'s are."""
 
 from __future__ import annotations
 
+import argparse
 import sys
 
-USAGE = """usage: rsngd COMMAND [options]
+from . import demo
+from .bench import cli as bench
 
-commands:
-  demo     RS-SNGD against AdamW on a small character-level transformer
-  bench    the optimizer benchmark (rsngd bench --help); rsngd bench report RESULTS… for tables and plots;
-           rsngd bench tune (both lrs of every method), rsngd bench retune (one lr again at a longer horizon)
-"""
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="rsngd", description="RS-SNGD: random-subspace natural gradient descent.")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    demo.add_parser(sub)
+    bench.add_parser(sub)
+    return ap
 
 
 def main(argv: list[str] | None = None) -> None:
-    argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] in ("-h", "--help"):
-        print(USAGE)
-        return
-    command, rest = argv[0], argv[1:]
-    if command == "demo":
-        from .demo import main as demo
-
-        demo(rest)
-    elif command == "bench":
-        from .bench.cli import bench_main
-
-        bench_main(rest)
-    else:
-        print(USAGE, file=sys.stderr)
-        raise SystemExit(f"rsngd: unknown command {command!r}")
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser().parse_args(argv)
+    args.command_line = ["rsngd", *argv]  # as typed: reports write the command that made them
+    args.func(args)
 
 
 if __name__ == "__main__":

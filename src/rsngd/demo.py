@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -109,13 +110,22 @@ def train(
     }
 
 
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="rsngd demo", description=__doc__.split("\n\n")[0])
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    """``rsngd demo``: RS-SNGD against AdamW on a small character-level transformer."""
+    ap = sub.add_parser(
+        "demo",
+        help="RS-SNGD against AdamW on a small character-level transformer",
+        description=__doc__.split("\n\n")[0],
+    )
     ap.add_argument("--data", type=Path, default=None, help=f"a text file (default: {DEFAULT_TEXT})")
     ap.add_argument("--steps", type=int, default=300, help="optimizer steps per run")
     ap.add_argument("--rank", type=int, default=None, help="RS-SNGD rank (default: the recipe's, 1/8 of each matrix)")
     ap.add_argument("--threads", type=int, default=2, help="torch CPU threads")
-    args = ap.parse_args(argv)
+    ap.set_defaults(func=run, parser=ap)
+    return ap
+
+
+def run(args: argparse.Namespace) -> None:
     torch.set_num_threads(args.threads)
     raw = torch.frombuffer(bytearray(load_text(args.data)), dtype=torch.uint8).long()
     split = int(0.9 * len(raw))

@@ -1,4 +1,4 @@
-"""``rsngd bench`` and ``rsngd bench report`` command lines."""
+"""``rsngd bench`` and ``rsngd bench report``: their parsers (registered under ``rsngd``) and what they run."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import shlex
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .presets import Preset
@@ -28,25 +28,17 @@ DEFAULT_OPTIMIZERS = [
 RSNGD_VARIANTS = ["rsngd:fisher=tensor", "rsngd:residual=fira", "rsngd:projection=svd", "rsngd:rank=4,history=20"]
 
 
-def bench_main(argv: list[str]) -> None:
-    if argv and argv[0] == "report":
-        return report_main(argv[1:])
-    if argv and argv[0] == "tune":
-        from .tune import tune_main
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    """``rsngd bench`` (train the same LLaMA with each optimizer) and its subcommands ``report``, ``tune`` and
+    ``retune``, each registered by its module."""
+    from . import retune, tune
+    from .presets import PRESETS
 
-        return tune_main(argv[1:])
-    if argv and argv[0] == "retune":
-        from .retune import retune_main
-
-        return retune_main(argv[1:])
-    import torch
-
-    from .data import load_corpus
-    from .optimizers import OptimizerSpec, load_tuned
-    from .presets import PRESETS, get_preset
-    from .runner import init_distributed, run_one, write_results
-
-    ap = argparse.ArgumentParser(prog="rsngd bench", description="Train the same LLaMA with each optimizer.")
+    ap = sub.add_parser(
+        "bench",
+        help="the optimizer benchmark; its subcommands: report (tables and plots), tune, retune",
+        description="Train the same LLaMA with each optimizer.",
+    )
     ap.add_argument("--preset", default="smoke", help=f"one of {', '.join(PRESETS)} (default smoke)")
     ap.add_argument(
         "--data",
@@ -84,7 +76,7 @@ def bench_main(argv: list[str]) -> None:
         "then named PRESET-bN, and evaluations keep the preset's tokens between them",
     )
     ap.add_argument("--out", type=Path, default=Path("runs/bench/results.json"))
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--device", default=None, help="cuda or cpu (default: cuda when there is one)")
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     ap.add_argument("--shared", type=Path, default=Path("../shared/data"), help="folder of the shared corpora")
     ap.add_argument("--cache", type=Path, default=Path("runs/cache"), help="tokenizer and token cache")
@@ -100,7 +92,24 @@ def bench_main(argv: list[str]) -> None:
         default="ddp",
         help="under torchrun: DistributedDataParallel or FSDP2 fully_shard (rsngd and adamw only)",
     )
-    args = ap.parse_args(argv)
+    ap.set_defaults(func=run_bench, parser=ap)
+    more = ap.add_subparsers(dest="bench_command", metavar="{report,tune,retune}")
+    _add_report(more)
+    tune.add_parser(more)
+    retune.add_parser(more)
+    return ap
+
+
+def run_bench(args: argparse.Namespace) -> None:
+    """Train the preset with every optimizer spec on every corpus and seed; write the runs to ``--out``."""
+    import torch
+
+    from .data import load_corpus
+    from .optimizers import OptimizerSpec, load_tuned
+    from .presets import get_preset
+    from .runner import init_distributed, run_one, write_results
+
+    ap = args.parser
     # Checked before any training: a bad --out would otherwise fail after the first optimizer's run.
     if args.out.is_dir():
         ap.error(f"--out {args.out} is a folder; give a JSON file name such as {args.out / 'results.json'}")
@@ -127,7 +136,7 @@ def bench_main(argv: list[str]) -> None:
         untuned = sorted({s.name for s in specs if tuned and s.name not in tuned})
         if untuned:
             print(f"  not in {args.tuned}, so at their published settings: {', '.join(untuned)}")
-    rank, world, device_name = init_distributed(args.device)
+    rank, world, device_name = init_distributed(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     device = torch.device(device_name)
     runs = load_done(args.out, preset.name, preset.steps) if args.resume else []
     done = {(r["optimizer"], r["dataset"], r["seed"]) for r in runs}
@@ -194,10 +203,13 @@ def rank_zero() -> bool:
     return os.environ.get("RANK", "0") == "0"
 
 
-def report_main(argv: list[str]) -> None:
-    from .report import report
-
-    ap = argparse.ArgumentParser(prog="rsngd bench report", description="Results JSON → markdown table and plots.")
+def _add_report(sub: Any) -> argparse.ArgumentParser:
+    """``rsngd bench report``: results JSON → markdown tables (into marked doc sections) and plots."""
+    ap = sub.add_parser(
+        "report",
+        help="results JSON → markdown tables and plots",
+        description="Results JSON → markdown table and plots.",
+    )
     ap.add_argument("results", nargs="+", type=Path)
     ap.add_argument("--out", type=Path, default=Path("runs/bench/report"))
     ap.add_argument("--readme", type=Path, default=None, help="refresh this markdown file's results section")
@@ -211,7 +223,13 @@ def report_main(argv: list[str]) -> None:
         help="refresh this markdown file's front-page table: the protocol's settings only (repeat for several files)",
     )
     ap.add_argument("--plots", type=Path, default=None, help="write the plots here (default: --out)")
-    args = ap.parse_args(argv)
-    command = "rsngd bench report " + " ".join(shlex.quote(a) for a in argv)
+    ap.set_defaults(func=run_report, parser=ap)
+    return ap
+
+
+def run_report(args: argparse.Namespace) -> None:
+    from .report import report
+
+    command = shlex.join(args.command_line)
     print(report(args.results, args.out, args.readme, command, args.summary, args.ours, args.front, args.plots))
     print(f"wrote {args.out}/report.md and plots", file=sys.stderr)

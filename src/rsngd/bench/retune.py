@@ -148,9 +148,11 @@ def retune(
     return chosen, next(iter(used), None), notes
 
 
-def retune_main(argv: list[str]) -> None:
-    ap = argparse.ArgumentParser(
-        prog="rsngd bench retune",
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    """``rsngd bench retune``: choose one lr again from longer tuning runs."""
+    ap = sub.add_parser(
+        "retune",
+        help="choose one lr again from longer tuning runs",
         description="Choose one lr again from longer tuning runs, keeping each method's other settings.",
     )
     ap.add_argument("results", nargs="+", type=Path, help="results JSON of `rsngd bench` (the longer tuning runs)")
@@ -165,7 +167,11 @@ def retune_main(argv: list[str]) -> None:
         help="adamw_lr: the AdamW part's lr, from 3e-3 and 1e-2; lr: the matrices' lr, from 0.5, 1 and 2 × the base "
         "(and one step beyond an end while the best sits there, when such a run is given)",
     )
-    args = ap.parse_args(argv)
+    ap.set_defaults(func=run, parser=ap)
+    return ap
+
+
+def run(args: argparse.Namespace) -> None:
     from .report import load_runs
 
     base = load_tuned(args.base)

@@ -199,9 +199,11 @@ def summary_markdown(settings: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def tune_main(argv: list[str]) -> None:
-    ap = argparse.ArgumentParser(
-        prog="rsngd bench tune",
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    """``rsngd bench tune``: sweep every optimizer's two learning rates alike and write the chosen settings."""
+    ap = sub.add_parser(
+        "tune",
+        help="sweep every optimizer's two learning rates alike and write the chosen settings",
         description="Sweep every optimizer's two learning rates alike and write the chosen settings.",
     )
     ap.add_argument("--preset", default="cpu", help="the benchmark preset tuned at its length (default cpu)")
@@ -226,10 +228,14 @@ def tune_main(argv: list[str]) -> None:
     ap.add_argument("--no-progress", action="store_true")
     ap.add_argument("--markdown", type=Path, default=None, help="fill this file's tune section with the sweep table")
     ap.add_argument("--summary", type=Path, default=None, help="fill this file's tune-summary section (one row each)")
-    args = ap.parse_args(argv)
+    ap.set_defaults(func=run, parser=ap)
+    return ap
+
+
+def run(args: argparse.Namespace) -> None:
     match = re.fullmatch(r"(\d+)/(\d+)", args.shard)
     if not match or not int(match[1]) < int(match[2]):
-        ap.error(f"--shard must be i/n with 0 <= i < n, got {args.shard!r}")
+        args.parser.error(f"--shard must be i/n with 0 <= i < n, got {args.shard!r}")
     shard, shards = int(match[1]), int(match[2])
     from .presets import get_preset
 

@@ -8,7 +8,8 @@ import pytest
 pytest.importorskip("faker")
 pytest.importorskip("pyarrow")
 
-from docjepa.apps.cli import dataset_info, main
+from docjepa.apps.cli import main
+from docjepa.apps.cli.data import dataset_info
 from docjepa.data.record import Page, rasterize
 from docjepa.data.shards import DocumentDataset, ShardWriter, iter_pages
 from docjepa.data.synth.generate import NoiseOptions, generate, generate_page

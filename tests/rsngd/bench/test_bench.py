@@ -9,11 +9,12 @@ import torch
 pytest.importorskip("tokenizers")
 
 from rsngd import lr_factor
-from rsngd.bench.cli import DEFAULT_OPTIMIZERS, RSNGD_VARIANTS, bench_main
+from rsngd.bench.cli import DEFAULT_OPTIMIZERS, RSNGD_VARIANTS
 from rsngd.bench.data import load_corpus, train_batches, val_batches
 from rsngd.bench.optimizers import DEFAULTS, OptimizerSpec
 from rsngd.bench.presets import PRESETS
 from rsngd.bench.report import README_END, README_START, SUMMARY_END, SUMMARY_START, headline, report, summarize
+from rsngd.cli import main
 
 TEXT = "\n".join(
     f"Line {i}: the quick brown fox jumps over the lazy dog while {i * 7 % 13} owls watch the {i % 5} moons."
@@ -68,8 +69,9 @@ def test_smoke_runs_every_optimizer_and_writes_the_fields(tmp_path, text_file):
     specs = [s for s in DEFAULT_OPTIMIZERS + RSNGD_VARIANTS if installed(s.split(":")[0])]
     assert {"adamw", "rsngd"} <= set(specs)
     out = tmp_path / "results.json"
-    bench_main(
+    main(
         [
+            "bench",
             "--preset",
             "smoke",
             "--data",
@@ -178,7 +180,7 @@ def test_a_folder_as_out_is_refused_before_training(tmp_path, text_file, capsys,
 
     monkeypatch.setattr(runner, "run_one", lambda *a, **k: pytest.fail("trained before checking --out"))
     with pytest.raises(SystemExit) as exc:
-        bench_main(["--data", str(text_file), "--out", str(tmp_path), "--cache", str(tmp_path / "c")])
+        main(["bench", "--data", str(text_file), "--out", str(tmp_path), "--cache", str(tmp_path / "c")])
     assert exc.value.code == 2 and "is a folder" in capsys.readouterr().err
 
 
@@ -422,16 +424,16 @@ def test_resume_runs_only_what_is_missing(tmp_path, text_file, monkeypatch):
     out = tmp_path / "results.json"
     common = ["--preset", "smoke", "--steps", "1", "--data", str(text_file), "--out", str(out),
               "--cache", str(tmp_path / "cache"), "--no-progress", "--tuned", "none"]  # fmt: skip
-    bench_main([*common, "--optimizers", "adamw", "--seeds", "0"])
+    main(["bench", *common, "--optimizers", "adamw", "--seeds", "0"])
     first = json.loads(out.read_text())
     ran = []
     real = runner.run_one
     monkeypatch.setattr(runner, "run_one", lambda spec, *a, **k: ran.append(spec.label) or real(spec, *a, **k))
-    bench_main([*common, "--optimizers", "adamw", "rsngd", "--seeds", "0", "--resume"])
+    main(["bench", *common, "--optimizers", "adamw", "rsngd", "--seeds", "0", "--resume"])
     runs = json.loads(out.read_text())
     assert ran == ["rsngd"] and runs[0] == first[0] and [r["optimizer"] for r in runs] == ["adamw", "rsngd"]
     with pytest.raises(SystemExit, match="use another --out"):
-        bench_main([*common[:3], "2", *common[4:], "--optimizers", "adamw", "--resume"])
+        main(["bench", *common[:3], "2", *common[4:], "--optimizers", "adamw", "--resume"])
 
 
 def test_c4_shards_and_a_given_tokenizer(tmp_path):
@@ -470,8 +472,8 @@ def test_batch_override_accumulates_the_same_windows(tmp_path, text_file):
     see, the runs are named smoke-b8 and evaluated every as many tokens as the preset's."""
     common = ["--preset", "smoke", "--data", str(text_file), "--cache", str(tmp_path / "cache"), "--no-progress",
               "--tuned", "none", "--optimizers", "adamw:lr=0", "--seeds", "3"]  # fmt: skip
-    bench_main([*common, "--steps", "4", "--out", str(tmp_path / "b4.json")])
-    bench_main([*common, "--steps", "2", "--batch", "8", "--out", str(tmp_path / "b8.json")])
+    main(["bench", *common, "--steps", "4", "--out", str(tmp_path / "b4.json")])
+    main(["bench", *common, "--steps", "2", "--batch", "8", "--out", str(tmp_path / "b8.json")])
     (small,), (big,) = (json.loads((tmp_path / f).read_text()) for f in ("b4.json", "b8.json"))
     assert big["preset"]["name"] == "smoke-b8" and big["preset"]["batch"] == 8 and big["preset"]["micro_batch"] == 4
     assert small["preset"]["name"] == "smoke" and big["steps"] == 2 and big["preset"]["eval_every"] == 1
@@ -481,7 +483,7 @@ def test_batch_override_accumulates_the_same_windows(tmp_path, text_file):
     assert len(set(small["train_curve"])) == 4  # four different windows, not one repeated
     assert big["final_val_loss"] == pytest.approx(small["final_val_loss"], rel=1e-6)
     with pytest.raises(SystemExit):
-        bench_main([*common, "--batch", "6", "--out", str(tmp_path / "b6.json")])
+        main(["bench", *common, "--batch", "6", "--out", str(tmp_path / "b6.json")])
 
 
 def test_the_front_page_shows_the_protocols_settings_only(tmp_path):

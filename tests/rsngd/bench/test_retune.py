@@ -2,9 +2,9 @@ import json
 
 import pytest
 
-from rsngd.bench.cli import bench_main
 from rsngd.bench.optimizers import OptimizerSpec, load_tuned
 from rsngd.bench.retune import retune
+from rsngd.cli import main
 
 BASE = {"rsngd": {"lr": 0.005, "adamw_lr": 0.003}, "adamw": {"lr": 0.0004, "adamw_lr": 0.01}}
 
@@ -58,7 +58,7 @@ def test_the_written_file_is_read_by_the_bench(tmp_path):
     results = tmp_path / "long.json"
     results.write_text(json.dumps([run("rsngd", 3.77), run("rsngd", 3.70, adamw_lr=0.01)]))
     out = tmp_path / "tuned-long.json"
-    bench_main(["retune", str(results), "--base", str(base), "--settings", str(out)])
+    main(["bench", "retune", str(results), "--base", str(base), "--settings", str(out)])
     settings = load_tuned(out)
     # RS-SNGD's AdamW part retuned; its matrix lr and the methods without runs as in the base file.
     assert settings["rsngd"] == {"lr": 0.005, "adamw_lr": 0.01}
@@ -68,7 +68,7 @@ def test_the_written_file_is_read_by_the_bench(tmp_path):
     assert data["retuned"] == "adamw_lr" and "--key adamw_lr" in data["command"]
     # Then the matrix lr, from that file: the AdamW part's new lr stays.
     results.write_text(json.dumps([run("rsngd", 3.7 + f / 10, adamw_lr=0.01, lr=f * 0.005) for f in (0.5, 1.0, 2.0)]))
-    bench_main(["retune", str(results), "--base", str(out), "--key", "lr", "--settings", str(tmp_path / "lr.json")])
+    main(["bench", "retune", str(results), "--base", str(out), "--key", "lr", "--settings", str(tmp_path / "lr.json")])
     assert load_tuned(tmp_path / "lr.json")["rsngd"] == {"lr": 0.0025, "adamw_lr": 0.01}
 
 

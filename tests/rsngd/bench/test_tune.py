@@ -8,7 +8,6 @@ import pytest
 
 pytest.importorskip("tokenizers")
 
-from rsngd.bench.cli import bench_main
 from rsngd.bench.optimizers import DEFAULTS, OptimizerSpec, load_tuned
 from rsngd.bench.tune import (
     ADAMW_LRS,
@@ -22,8 +21,8 @@ from rsngd.bench.tune import (
     run_file,
     select,
     shard_of,
-    tune_main,
 )
+from rsngd.cli import main
 from tests.rsngd.bench.test_bench import TEXT
 
 
@@ -51,7 +50,7 @@ def args(tmp_path, *extra):
 def test_shards_resume_and_choose_the_lowest_loss(tmp_path, capsys):
     runs, settings = tmp_path / "runs", tmp_path / "tuned.json"
     base = grid("adamw") + grid("muon")
-    tune_main(args(tmp_path, "--shard", "0/2"))
+    main(["bench", "tune", *args(tmp_path, "--shard", "0/2")])
     made = {f.name for f in runs.glob("*.json")}
     assert made and {run_file(runs, s, 0).name for s in base if shard_of(s, 2) == 0} <= made
     assert not {run_file(runs, s, 0).name for s in base if shard_of(s, 2) == 1} & made
@@ -61,13 +60,19 @@ def test_shards_resume_and_choose_the_lowest_loss(tmp_path, capsys):
     assert all(len(half["sweep"][m]) < 6 for m in half["pending"])
     doc = tmp_path / "half.md"
     doc.write_text(f"{TUNE_START}\n{TUNE_END}\n{SUMMARY_START}\n{SUMMARY_END}\n")
-    tune_main(args(tmp_path, "--shard", "0/2", "--select-only", "--markdown", str(doc), "--summary", str(doc)))
+    main(
+        [
+            "bench",
+            "tune",
+            *args(tmp_path, "--shard", "0/2", "--select-only", "--markdown", str(doc), "--summary", str(doc)),
+        ]
+    )
     assert "sweep not complete" in doc.read_text() and "Sweeps not complete (runs still missing)" in doc.read_text()
-    tune_main(args(tmp_path, "--shard", "1/2"))
-    tune_main(args(tmp_path))  # whatever the extensions still need
+    main(["bench", "tune", *args(tmp_path, "--shard", "1/2")])
+    main(["bench", "tune", *args(tmp_path)])  # whatever the extensions still need
     files = sorted(runs.glob("*.json"))
     mtimes = [f.stat().st_mtime_ns for f in files]
-    tune_main(args(tmp_path))  # resumes: nothing left to run
+    main(["bench", "tune", *args(tmp_path)])  # resumes: nothing left to run
     assert [f.stat().st_mtime_ns for f in files] == mtimes
 
     data = json.loads(settings.read_text())
@@ -92,7 +97,7 @@ def test_shards_resume_and_choose_the_lowest_loss(tmp_path, capsys):
 
     doc = tmp_path / "doc.md"
     doc.write_text(f"intro\n{TUNE_START}\nold\n{TUNE_END}\n{SUMMARY_START}\n{SUMMARY_END}\n")
-    tune_main(args(tmp_path, "--select-only", "--markdown", str(doc), "--summary", str(doc)))
+    main(["bench", "tune", *args(tmp_path, "--select-only", "--markdown", str(doc), "--summary", str(doc))])
     muon = data["results"]["muon"]
     ratio = 100 * muon["projected_state_bytes"] / data["results"]["adamw"]["projected_state_bytes"]
     assert (
@@ -109,7 +114,7 @@ def test_shards_resume_and_choose_the_lowest_loss(tmp_path, capsys):
     filled = doc.read_text()
     shutil.rmtree(runs)
     doc.write_text(f"intro\n{TUNE_START}\nold\n{TUNE_END}\n{SUMMARY_START}\n{SUMMARY_END}\n")
-    tune_main(args(tmp_path, "--tables-only", "--markdown", str(doc), "--summary", str(doc)))
+    main(["bench", "tune", *args(tmp_path, "--tables-only", "--markdown", str(doc), "--summary", str(doc))])
     assert doc.read_text() == filled and json.loads(settings.read_text()) == data
 
     # The bench takes the tuned settings; a spec's own value still wins.
@@ -118,8 +123,7 @@ def test_shards_resume_and_choose_the_lowest_loss(tmp_path, capsys):
     assert OptimizerSpec.parse("muon:lr=0.5", tuned).hyperparameters(64)["lr"] == 0.5
     assert OptimizerSpec.parse("rsngd", tuned).hyperparameters(64)["lr"] == DEFAULTS["rsngd"]["lr"]  # not tuned
     out = tmp_path / "bench.json"
-    bench_main(
-        ["--preset", "smoke", "--steps", "1", "--data", str(tmp_path / "corpus.txt"), "--optimizers", "adamw",
+    main(["bench", "--preset", "smoke", "--steps", "1", "--data", str(tmp_path / "corpus.txt"), "--optimizers", "adamw",
          "--tuned", str(settings), "--out", str(out), "--cache", str(tmp_path / "cache"), "--no-progress"]
     )  # fmt: skip
     hp = json.loads(out.read_text())[0]["hyperparameters"]
@@ -169,7 +173,7 @@ def test_bad_settings_files_and_shards_are_clear_errors(tmp_path):
         load_tuned(bad)
     assert load_tuned("none") == {}
     with pytest.raises(SystemExit):
-        tune_main(["--shard", "2/2"])
+        main(["bench", "tune", "--shard", "2/2"])
 
 
 def test_the_packaged_settings_are_found_by_name_from_any_folder(tmp_path, monkeypatch):

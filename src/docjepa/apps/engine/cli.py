@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from .commands import (
     cmd_autolabel,
@@ -33,13 +34,24 @@ def add_parser(sub, int_at_least) -> None:
     """Add ``engine`` and its subcommands to the ``docjepa`` parser."""
     e = sub.add_parser("engine", help="the data engine: an annotation service where the model proposes masks")
     esub = e.add_subparsers(dest="engine_command", required=True)
+    _add_init(esub, int_at_least)
+    _add_user(esub)
+    _add_serve(esub, int_at_least)
+    _add_export(esub)
+    _add_stats(esub)
+    _add_propose_questions(esub, int_at_least)
+    _add_simulate(esub, int_at_least)
+    _add_curve(esub)
+    _add_check(esub)
 
-    def with_db(p):
-        p.add_argument(
-            "--db", default=DEFAULT_DB, help=f"database URL (default {DEFAULT_DB}; or postgresql+psycopg://…)"
-        )
-        return p
 
+def with_db(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """``p`` with the ``--db`` option."""
+    p.add_argument("--db", default=DEFAULT_DB, help=f"database URL (default {DEFAULT_DB}; or postgresql+psycopg://…)")
+    return p
+
+
+def _add_init(esub: Any, int_at_least: Any) -> None:
     i = with_db(esub.add_parser("init", help="create or upgrade the database; register pages"))
     i.add_argument(
         "--data",
@@ -56,6 +68,8 @@ def add_parser(sub, int_at_least) -> None:
     i.add_argument("--no-progress", action="store_true")
     i.set_defaults(func=cmd_init)
 
+
+def _add_user(esub: Any) -> None:
     u = esub.add_parser("user", help="accounts")
     usub = u.add_subparsers(dest="user_command", required=True)
     ua = with_db(usub.add_parser("add", help="add an account (password asked, or read from stdin / --password-env)"))
@@ -78,6 +92,8 @@ def add_parser(sub, int_at_least) -> None:
         p.add_argument("name")
         p.set_defaults(func=cmd_user_change, change=verb)
 
+
+def _add_serve(esub: Any, int_at_least: Any) -> None:
     s = with_db(esub.add_parser("serve", help="the annotation web service (FastAPI + uvicorn)"))
     s.add_argument("--checkpoint", help="fine-tuned model proposing masks (default: the one given to init)")
     s.add_argument("--no-model", action="store_true", help="serve without proposals")
@@ -116,6 +132,8 @@ def add_parser(sub, int_at_least) -> None:
     s.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     s.set_defaults(func=cmd_serve)
 
+
+def _add_export(esub: Any) -> None:
     x = with_db(esub.add_parser("export", help="annotations as COCO, JSON lines or fine-tuning shards"))
     x.add_argument("--format", choices=["coco", "shards", "jsonl"], required=True)
     x.add_argument("--out", type=Path, required=True)
@@ -123,10 +141,14 @@ def add_parser(sub, int_at_least) -> None:
     x.add_argument("--val-fraction", type=float, default=0.2, help="shards: fraction of documents for validation")
     x.set_defaults(func=cmd_export)
 
+
+def _add_stats(esub: Any) -> None:
     st = with_db(esub.add_parser("stats", help="dashboard figures: stats.json and stats.png"))
     st.add_argument("--out", type=Path, default=Path("runs/engine/stats"))
     st.set_defaults(func=cmd_stats)
 
+
+def _add_propose_questions(esub: Any, int_at_least: Any) -> None:
     pq = with_db(esub.add_parser("propose-questions", help="semi-automatic: the engine asks each page's questions"))
     pq.add_argument("--checkpoint", help="model (default: the serving one)")
     pq.add_argument("--bank-min-score", type=float, default=0.5, help="keep a bank question at this predicted IoU")
@@ -153,6 +175,8 @@ def add_parser(sub, int_at_least) -> None:
     rr = with_db(esub.add_parser("rounds", help="the retraining rounds so far"))
     rr.set_defaults(func=cmd_rounds)
 
+
+def _add_simulate(esub: Any, int_at_least: Any) -> None:
     sm = esub.add_parser("simulate", help="the engine curve with a scripted annotator on generated pages")
     sm.add_argument("--init", default="runs/demo/pretrain", help="pre-training run the seed model starts from")
     sm.add_argument("--out", type=Path, default=Path("runs/engine-simulate"))
@@ -171,11 +195,15 @@ def add_parser(sub, int_at_least) -> None:
     sm.add_argument("--no-progress", action="store_true")
     sm.set_defaults(func=cmd_simulate)
 
+
+def _add_curve(esub: Any) -> None:
     cv = esub.add_parser("curve", help="the simulation's JSON → its table (into marked doc sections) and plot")
     cv.add_argument("result", type=Path, help="simulate.json")
     cv.add_argument("--markdown", action="append", type=Path, default=[], help="fill this file's curve section")
     cv.add_argument("--plot", type=Path, default=None, help="write the curve here")
     cv.set_defaults(func=cmd_curve)
 
+
+def _add_check(esub: Any) -> None:
     c = with_db(esub.add_parser("check", help="integrity check of the database (exit 1 when a problem is found)"))
     c.set_defaults(func=cmd_check)

@@ -1,0 +1,5 @@
+"""``python -m docjepa.apps.cli``: the ``docjepa`` command."""
+
+from . import main
+
+main()
