@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 from pathlib import Path
+
+from docsections import fill_section
 
 SETS = ("held-out synthetic", "real pages")
 
@@ -68,13 +69,6 @@ def time_table(result: dict) -> str:
     return "\n".join(lines)
 
 
-def replace(text: str, marker: str, table: str) -> str:
-    pattern = re.compile(rf"(<!-- {marker}:start -->\n).*?(<!-- {marker}:end -->)", re.S)
-    if not pattern.search(text):
-        raise SystemExit(f"no <!-- {marker}:start --> … <!-- {marker}:end --> in the Markdown file")
-    return pattern.sub(lambda m: m.group(1) + table + "\n" + m.group(2), text)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--curve", action="append", required=True, help="LABEL=clicks.json (repeat)")
@@ -85,10 +79,11 @@ def main() -> None:
     for spec in args.curve:
         label, _, path = spec.partition("=")
         runs.append((label, json.loads(Path(path).read_text())))
-    text = args.markdown.read_text()
-    text = replace(text, "clicks-curve", curve_table(runs))
-    text = replace(text, "refine-time", time_table(json.loads(args.time.read_text())))
-    args.markdown.write_text(text)
+    for marker, table in (
+        ("clicks-curve", curve_table(runs)),
+        ("refine-time", time_table(json.loads(args.time.read_text()))),
+    ):
+        fill_section(args.markdown, f"<!-- {marker}:start -->", f"<!-- {marker}:end -->", table)
 
 
 if __name__ == "__main__":

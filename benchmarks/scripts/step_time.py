@@ -70,22 +70,26 @@ class MuonFP32(torch.optim.Optimizer):
                 p.add_(orthogonalize(update) * shape_factor(update), alpha=-group["lr"])
 
 
+def named(params: list[torch.nn.Parameter]) -> list[tuple[str, torch.nn.Parameter]]:
+    """The matrices named as a LLaMA's attention and MLP weights: every one is projected by
+    ``rsngd.create_optimizer``'s split, as in the model."""
+    return [(f"layers.{i // 7}.{'self_attn' if i % 7 < 4 else 'mlp'}.w{i % 7}", p) for i, p in enumerate(params)]
+
+
 def build(name: str, params: list[torch.nn.Parameter], hidden: int, gap: int) -> torch.optim.Optimizer:
-    if name == "adamw":
-        return torch.optim.AdamW(params, lr=1e-3, foreach=True)
+    """The optimizer ``name`` through the library's factory (``muon-fp32``, a reference step, is this script's)."""
     if name == "muon-fp32":
         return MuonFP32(params)
-    if name == "muon":
-        return torch.optim.Muon(params, lr=0.02)
-    if name == "rsngd-subspace":
-        return rsngd.RSNGD(params, residual="none", update_gap=gap)
-    if name == "galore":
-        from galore_torch import GaLoreAdamW
-
-        group = {"params": params, "rank": hidden // 4, "update_proj_gap": gap, "scale": 0.25, "proj_type": "std"}
-        return GaLoreAdamW([group], lr=1e-3)
-    cached = name == "rsngd-cached"
-    return rsngd.RSNGD(params, update_gap=gap, cache_factors=cached)  # the rsngd recipe: rank 1/8, ortho residual
+    settings = {
+        "adamw": ("adamw", {"lr": 1e-3, "weight_decay": 0.01, "foreach": True}),  # torch.optim.AdamW's defaults
+        "muon": ("muon", {"lr": 0.02}),
+        "galore": ("galore", {"lr": 1e-3, "rank": hidden // 4, "update_proj_gap": gap, "scale": 0.25}),
+        "rsngd-subspace": ("rsngd-subspace", {"update_gap": gap}),
+        "rsngd": ("rsngd", {"update_gap": gap}),  # the recipe: rank 1/8, orthogonalised residual
+        "rsngd-cached": ("rsngd", {"update_gap": gap, "cache_factors": True}),
+    }
+    method, hp = settings[name]
+    return rsngd.create_optimizer(named(params), method, **hp)
 
 
 def count_graph_breaks() -> list[dict]:
