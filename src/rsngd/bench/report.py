@@ -12,8 +12,10 @@ from typing import Any
 
 from docsections import fill_section
 
-from .optimizers import protocol_settings, rank_as_rule
+from .optimizers import protocol_settings
 from .overfit import equal_train_loss_markdown
+from .plots import plots
+from .runs import _best, _key, _order, _tokens, load_runs
 
 README_START = "<!-- bench:start -->"
 README_END = "<!-- bench:end -->"
@@ -37,84 +39,6 @@ CORPORA = {"shakespeare": "Shakespeare", "wikitext2": "WikiText-2", "gcide": "GC
 MAX_FRONT_PASSES = 2.0
 """The front page shows settings whose training text is seen at most this often: beyond, the final loss ranks how
 fast a method memorises (those settings stay in the full tables)."""
-
-
-def load_runs(paths: list[Path]) -> list[dict[str, Any]]:
-    runs: list[dict[str, Any]] = []
-    for path in paths:
-        data = json.loads(Path(path).read_text())
-        runs.extend(data if isinstance(data, list) else [data])
-    if not runs:
-        raise SystemExit("no runs in " + ", ".join(map(str, paths)))
-    runs = label_settings(runs)
-    seen = Counter((r["optimizer"], *_key(r), r["seed"]) for r in runs)
-    twice = [
-        f"{label} on {dataset} ({preset}), seed {seed}" for (label, dataset, preset, seed), n in seen.items() if n > 1
-    ]
-    if twice:  # pooled, they would count as more seeds than were run
-        raise SystemExit("the same run more than once in " + ", ".join(map(str, paths)) + ": " + "; ".join(twice))
-    return runs
-
-
-def _value(v: Any) -> str:
-    return f"{v:g}" if isinstance(v, float) else str(v)
-
-
-def _settings(run: dict[str, Any]) -> dict[str, Any]:
-    """A run's hyperparameters, with a rank that follows the model's width (GaLore's hidden/4) as its rule."""
-    name = run.get("optimizer_name", run["optimizer"].split(":")[0])
-    return rank_as_rule(name, run.get("hyperparameters") or {}, run["preset"].get("hidden"))
-
-
-def label_settings(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Runs of one spec (e.g. ``rsngd``) made with different hyperparameters (from another settings file) are not
-    pooled: each set becomes its own row, labelled with the values that tell the sets apart, e.g.
-    ``rsngd (adamw_lr=0.01)``; the spec stays under ``spec``. A spec with one set keeps its plain label."""
-    variants: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for r in runs:
-        hp = _settings(r)
-        if hp not in variants[r["optimizer"]]:
-            variants[r["optimizer"]].append(hp)
-    out = []
-    for r in runs:
-        sets = variants[r["optimizer"]]
-        if len(sets) == 1:
-            out.append(r)
-            continue
-        hp = _settings(r)
-        keys = sorted({k for v in sets for k in v if any(w.get(k) != v.get(k) for w in sets)})
-        suffix = ", ".join(f"{k}={_value(hp.get(k))}" for k in keys)
-        out.append({**r, "optimizer": f"{r['optimizer']} ({suffix})", "spec": r["optimizer"]})
-    return out
-
-
-def _key(run: dict[str, Any]) -> tuple[str, str]:
-    """Runs are compared within one corpus and one preset at one number of steps."""
-    preset = run["preset"]
-    steps = preset.get("steps")
-    return run["dataset"], preset["name"] + (f", {steps} steps" if steps else "")
-
-
-def _tokens(run: dict[str, Any]) -> int | None:
-    """Tokens one run trained on (None where its record lacks the preset's batch and sequence length)."""
-    preset = run["preset"]
-    if "batch" not in preset or "seq" not in preset:
-        return None
-    return run.get("steps", preset.get("steps", 0)) * preset["batch"] * preset["seq"]
-
-
-def _best(run: dict[str, Any]) -> tuple[float, float]:
-    """(step, loss) of a run's lowest validation loss (its final loss where it has no curve)."""
-    finite = [(s, v) for s, v in run.get("val_curve") or [] if math.isfinite(v)]
-    if not finite:
-        return float(run.get("steps", 0)), run["final_val_loss"]
-    return min(finite, key=lambda sv: sv[1])
-
-
-def _order(dataset: str, preset: str) -> tuple[str, str, int]:
-    """Settings in order: by corpus, then preset, then the number of steps as a number (200 before 1000)."""
-    name, _, steps = preset.partition(", ")
-    return dataset, name, int(steps.split()[0]) if steps else 0
 
 
 def summarize(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -288,116 +212,6 @@ def paired_markdown(pairs: list[dict[str, Any]]) -> str:
             f"| {p['mean_difference']:+.3f} ± {p['std_difference']:.3f} |"
         )
     return "\n".join(lines)
-
-
-def _panels(plt, keys: list[tuple[str, str]]):
-    """One panel per setting: a row per corpus, a column per preset and horizon (a grid, not one long row)."""
-    datasets = list(dict.fromkeys(d for d, _ in keys))
-    presets = list(dict.fromkeys(p for _, p in keys))
-    fig, grid = plt.subplots(len(datasets), len(presets), figsize=(6 * len(presets), 4.5 * len(datasets)),
-                             squeeze=False)  # fmt: skip
-    axes = {(d, p): grid[i][j] for i, d in enumerate(datasets) for j, p in enumerate(presets)}
-    for key, ax in axes.items():
-        if key not in keys:
-            ax.set_axis_off()
-    return fig, {k: axes[k] for k in keys}
-
-
-def _save(fig, axes: dict, path: Path) -> Path:
-    import matplotlib.pyplot as plt
-
-    # One legend of every label drawn in any panel, where the most methods are drawn.
-    handles: dict[str, Any] = {}
-    for ax in axes.values():
-        for handle, label in zip(*ax.get_legend_handles_labels()):
-            handles.setdefault(label, handle)
-    if handles:
-        best = max(axes.values(), key=lambda ax: len(ax.get_legend_handles_labels()[1]))
-        best.legend(list(handles.values()), list(handles), fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
-
-
-def plots(runs: list[dict[str, Any]], rows: list[dict[str, Any]], out_dir: Path) -> list[Path]:
-    """loss.png (validation loss vs training tokens, mean ± std over seeds), pareto.png (final loss vs optimizer
-    state), time.png (step time split)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    out_dir.mkdir(parents=True, exist_ok=True)
-    keys = list(dict.fromkeys(_key(r) for r in runs))
-    labels = list(dict.fromkeys(r["optimizer"] for r in runs))
-    # One colour per spec; its rows under other settings files (label_settings) in the same colour, dashed.
-    spec = {r["optimizer"]: r.get("spec", r["optimizer"]) for r in runs}
-    specs = list(dict.fromkeys(spec.values()))
-    palette = plt.cm.tab10 if len(specs) <= 10 else plt.cm.tab20  # tab20's neighbours are hard to tell apart
-    colors = {label: palette(specs.index(spec[label]) % palette.N) for label in labels}
-    variant = {label: [k for k in labels if spec[k] == spec[label]].index(label) for label in labels}
-    line = {label: ("-", "--", ":", "-.")[variant[label] % 4] for label in labels}
-    marker = {label: "osD^"[variant[label] % 4] for label in labels}
-    paths = []
-
-    fig, axes = _panels(plt, keys)
-    for key, ax in axes.items():
-        for label in labels:
-            rs = [r for r in runs if _key(r) == key and r["optimizer"] == label and r["val_curve"]]
-            if not rs:
-                continue
-            per_step = rs[0]["preset"].get("batch", 1) * rs[0]["preset"].get("seq", 1)
-            steps = [s for s, _ in rs[0]["val_curve"]]
-            curves = [[v for _, v in r["val_curve"]] for r in rs if len(r["val_curve"]) == len(steps)]
-            tokens = [s * per_step / 1e6 for s in steps]
-            mean = [statistics.fmean(c[i] for c in curves) for i in range(len(steps))]
-            std = [statistics.stdev(c[i] for c in curves) if len(curves) > 1 else 0.0 for i in range(len(steps))]
-            ax.plot(tokens, mean, label=label, color=colors[label], ls=line[label], lw=1.4)
-            ax.fill_between(tokens, [m - d for m, d in zip(mean, std)], [m + d for m, d in zip(mean, std)],
-                            color=colors[label], alpha=0.15, lw=0)  # fmt: skip
-        ax.set(title=f"{key[0]} / {key[1]}", xlabel="training tokens (M)", ylabel="validation loss (mean ± std)")
-        lows = [_best(r)[1] for r in runs if _key(r) == key and math.isfinite(_best(r)[1])]
-        if lows:  # the first evaluations are far above the rest: show where the methods separate
-            ax.set_ylim(min(lows) - 0.1, min(lows) + 1.5)
-        ax.grid(alpha=0.3)
-    paths.append(_save(fig, axes, out_dir / "loss.png"))
-
-    fig, axes = _panels(plt, keys)
-    for key, ax in axes.items():
-        for r in (r for r in rows if (r["dataset"], r["preset"]) == key):
-            for field, fill in (("projected_state_bytes", None), ("optimizer_state_bytes", "none")):
-                ax.errorbar(
-                    r[field] / 2**20,
-                    r["val_loss"],
-                    yerr=r["val_loss_std"],
-                    fmt=marker[r["optimizer"]],
-                    color=colors[r["optimizer"]],
-                    mfc=fill,
-                    label=r["optimizer"] if fill is None else None,
-                    capsize=3,
-                )
-        ax.set(
-            title=f"{key[0]} / {key[1]}",
-            xlabel="optimizer state (MiB, log): projected matrices (filled) / whole model (hollow)",
-            ylabel="final validation loss",
-            xscale="log",
-        )
-        ax.grid(alpha=0.3)
-    paths.append(_save(fig, axes, out_dir / "pareto.png"))
-
-    fig, axes = _panels(plt, keys)
-    for key, ax in axes.items():
-        sub = [r for r in rows if (r["dataset"], r["preset"]) == key]
-        names = [r["optimizer"] for r in sub]
-        fb = [1000 * r["fwd_bwd_s"] for r in sub]
-        op = [1000 * r["optimizer_step_s"] for r in sub]
-        ax.barh(names, fb, label="forward+backward", color="#9ab")
-        ax.barh(names, op, left=fb, label="optimizer step", color="#d62")
-        ax.set(title=f"{key[0]} / {key[1]}", xlabel="median ms per step")
-        ax.tick_params(axis="y", labelsize=7)
-    paths.append(_save(fig, axes, out_dir / "time.png"))
-    return paths
 
 
 def _cells_and_ranks(rows: list[dict[str, Any]], keys: list[tuple[str, str]]) -> tuple[dict, dict[str, float]]:

@@ -172,7 +172,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> None:
-    from .report import load_runs
+    from .runs import load_runs
 
     base = load_tuned(args.base)
     runs = load_runs(args.results)

@@ -287,7 +287,8 @@ def test_report_renders_table_and_plots(tmp_path):
 
 
 def test_runs_of_one_spec_under_other_settings_are_their_own_rows(tmp_path):
-    from rsngd.bench.report import label_settings, paired, paired_markdown
+    from rsngd.bench.report import paired, paired_markdown
+    from rsngd.bench.runs import label_settings
 
     def run(name, seed, loss, **hp):
         return fake_run(name, seed, loss, 10) | {"hyperparameters": {"lr": 0.005, "adamw_lr": 0.003, **hp}}
@@ -314,7 +315,7 @@ def test_runs_of_one_spec_under_other_settings_are_their_own_rows(tmp_path):
     text = paired_markdown(pairs)
     assert "| setting | ours | best baseline |" in text
     # The same run in two results files would count as two seeds: refused.
-    from rsngd.bench.report import load_runs
+    from rsngd.bench.runs import load_runs
 
     (tmp_path / "a.json").write_text(json.dumps(runs[:3]))
     (tmp_path / "b.json").write_text(json.dumps(runs[1:2]))
@@ -332,7 +333,7 @@ def test_runs_of_one_spec_under_other_settings_are_their_own_rows(tmp_path):
 def test_a_rank_set_by_the_width_is_one_setting_on_every_preset():
     """RS-SNGD's rank is hidden/8: 32 on a 256-wide preset, 24 on a 192-wide one. Runs of the same settings on
     the two presets are one setting (one label); an explicit other rank, or another lr, is not."""
-    from rsngd.bench.report import label_settings
+    from rsngd.bench.runs import label_settings
 
     def run(seed, hidden, rank, adamw_lr=0.01):
         r = fake_run("rsngd", seed, 4.0, 10)
@@ -523,6 +524,6 @@ def test_the_front_page_shows_the_protocols_settings_only(tmp_path):
 
 
 def report_runs(path):
-    from rsngd.bench.report import load_runs
+    from rsngd.bench.runs import load_runs
 
     return load_runs([path])
