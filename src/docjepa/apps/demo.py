@@ -136,15 +136,7 @@ def tower_name(tower: Path | None) -> str:
 
 def run_demo(cfg: DemoConfig, out: Path, progress: bool = True) -> dict:
     """Run every stage into ``out``; returns the evaluation results (also in ``out/results.json``)."""
-    from ..data.shards import shard_paths
-    from ..data.synth.generate import generate
-    from ..data.tokenizer import train_tokenizer
     from ..eval.calibrate import calibrate
-    from ..eval.evaluate import evaluate
-    from ..inference.predictor import DocumentPredictor
-    from ..train.finetune import FinetuneConfig, finetune
-    from ..train.pretrain import PretrainConfig, pretrain
-    from ..train.question_tower import ClipConfig, pretrain_clip
     from .report import write_report
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
@@ -152,105 +144,14 @@ def run_demo(cfg: DemoConfig, out: Path, progress: bool = True) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     timings: dict[str, float] = {}
-    train_dir, eval_dir, calib_dir = (out / "data" / k for k in ("train", "eval", "calib"))
-    for d, n, seed, phrasings in (
-        (train_dir, cfg.train_pages, cfg.seed, cfg.phrasings),
-        (eval_dir, cfg.eval_pages, cfg.seed + 1000, "original"),
-        (calib_dir, cfg.calib_pages, cfg.seed + 2000, "original"),
-    ):
-        spec = {"pages": n, "seed": seed, "size": cfg.page_size, "phrasings": phrasings}
-        marker = d / "generated.json"
-        if d.is_dir() and shard_paths(d):
-            if marker.is_file() and json.loads(marker.read_text()) != spec:
-                raise ValueError(f"{d} holds data generated as {marker.read_text()}, not {spec}: use another --out")
-            continue
-        generate(n, d, seed=seed, size=cfg.page_size, workers=None, progress=progress, phrasings=phrasings)
-        marker.write_text(json.dumps(spec))
+    train_dir, eval_dir, calib_dir = _generate(cfg, out, progress)
     timings["data"] = time.perf_counter() - started
-    t = time.perf_counter()
-    real, real_note = None, "not asked for (--real none)"
-    if cfg.real != "none":
-        from .demo_real import real_pages
-
-        found = real_pages(cfg.real, out, cfg.real_max_pages, progress=progress)
-        if isinstance(found, str):
-            log.warning("%s", found)
-            real_note = found
-        else:
-            real, real_note = found, ""
-        timings["real_pages"] = time.perf_counter() - t
-    train_dirs = [train_dir] + ([real.train] if real else [])
-    common: dict = {"data": {"train": train_dirs}, "run": {"threads": cfg.threads, "seed": cfg.seed}}
-    encoder: dict = {}
-    if cfg.text_encoder:  # the pre-trained encoder brings its own tokenizer
-        encoder = {"model": {"text_encoder": cfg.text_encoder}}
-    else:
-        tok = out / "tokenizer"
-        if not (tok / "tokenizer.json").is_file():
-            train_tokenizer(train_dirs, tok, vocab_size=4000, lowercase=cfg.lowercase)
-        common["data"]["tokenizer"] = tok
-
-    t = time.perf_counter()
-    pre_cfg = updated(
-        load_config(PretrainConfig, "pretrain/tiny"),
-        common,
-        encoder,
-        {"run": {"steps": cfg.pretrain_steps, "checkpoint_every": 50}},
-    )
-    _stage("pretrain", out / "pretrain", cfg.pretrain_steps, pretrain, pre_cfg, progress)
-    timings["pretrain"] = time.perf_counter() - t
-
-    tower = question_tower(cfg.question_tower)
-    if tower is None:
-        t = time.perf_counter()
-        clip_cfg = updated(
-            load_config(ClipConfig, None),
-            common,
-            {"model": {"init": out / "pretrain"}, "run": {"steps": cfg.clip_steps, "checkpoint_every": 50}},
-        )
-        _stage("pretrain-clip", out / "clip", cfg.clip_steps, pretrain_clip, clip_cfg, progress)
-        timings["pretrain_clip"] = time.perf_counter() - t
-        tower_model = {"question_tower": out / "clip", "freeze_question_tower": False}
-    else:
-        log.info("question tower: the pre-trained text encoder in %s, kept frozen", tower)
-        tower_model = {"question_tower": tower, "freeze_question_tower": True}
-
-    t = time.perf_counter()
-    ft_cfg = updated(
-        load_config(FinetuneConfig, "finetune/tiny"),
-        common,
-        {"model": {"init": out / "pretrain", **tower_model}},
-        {"run": {"steps": cfg.finetune_steps, "checkpoint_every": 100}},
-    )
-    _stage("finetune", out / "finetune", cfg.finetune_steps, finetune, ft_cfg, progress)
-    timings["finetune"] = time.perf_counter() - t
-
+    real, real_note = _real_pages(cfg, out, progress, timings)
+    tower = _train(cfg, out, [train_dir] + ([real.train] if real else []), progress, timings)
     t = time.perf_counter()
     calibration = calibrate(out / "finetune", [calib_dir] + ([real.calib] if real else []), progress=progress)
     timings["calibrate"] = time.perf_counter() - t
-
-    t = time.perf_counter()
-    predictor = DocumentPredictor.from_pretrained(out / "finetune")
-    split = SplitConfig()
-    results = {}
-    for part in ("heldout", "train"):
-        results[part] = evaluate(
-            predictor,
-            [eval_dir],
-            split,
-            part=part,
-            limit=cfg.eval_limit,
-            progress=progress,
-            keep_examples=12 if part == "heldout" else 0,
-        )
-    timings["evaluate"] = time.perf_counter() - t
-    real_result = None
-    if real is not None:
-        from .demo_real import score_real_benchmark
-
-        t = time.perf_counter()
-        real_result = score_real_benchmark(real.pdfs, out / "finetune", out / "real-benchmark", progress)
-        timings["real_benchmark"] = time.perf_counter() - t
+    results, real_result = _score(cfg, out, eval_dir, real, progress, timings)
     timings["total"] = time.perf_counter() - started
     examples = results["heldout"].pop("examples", [])
     summary = {
@@ -271,3 +172,113 @@ def run_demo(cfg: DemoConfig, out: Path, progress: bool = True) -> dict:
         line += f"; real pages: model {real_result['model']['mIoU']:.3f} vs {real_result['baseline']['mIoU']:.3f}"
     print(f"{line}  (report: {out / 'report.html'}, {timings['total'] / 60:.1f} min)")
     return summary
+
+
+def _generate(cfg: DemoConfig, out: Path, progress: bool) -> tuple[Path, Path, Path]:
+    """The synthetic training, evaluation and calibration pages (kept when a resumed run made them alike)."""
+    from ..data.shards import shard_paths
+    from ..data.synth.generate import generate
+
+    train_dir, eval_dir, calib_dir = (out / "data" / k for k in ("train", "eval", "calib"))
+    for d, n, seed, phrasings in (
+        (train_dir, cfg.train_pages, cfg.seed, cfg.phrasings),
+        (eval_dir, cfg.eval_pages, cfg.seed + 1000, "original"),
+        (calib_dir, cfg.calib_pages, cfg.seed + 2000, "original"),
+    ):
+        spec = {"pages": n, "seed": seed, "size": cfg.page_size, "phrasings": phrasings}
+        marker = d / "generated.json"
+        if d.is_dir() and shard_paths(d):
+            if marker.is_file() and json.loads(marker.read_text()) != spec:
+                raise ValueError(f"{d} holds data generated as {marker.read_text()}, not {spec}: use another --out")
+            continue
+        generate(n, d, seed=seed, size=cfg.page_size, workers=None, progress=progress, phrasings=phrasings)
+        marker.write_text(json.dumps(spec))
+    return train_dir, eval_dir, calib_dir
+
+
+def _real_pages(cfg: DemoConfig, out: Path, progress: bool, timings: dict[str, float]):
+    """The real pages (``demo_real.real_pages``) and, when there are none, why: (pages or None, note)."""
+    if cfg.real == "none":
+        return None, "not asked for (--real none)"
+    from .demo_real import real_pages
+
+    t = time.perf_counter()
+    found = real_pages(cfg.real, out, cfg.real_max_pages, progress=progress)
+    timings["real_pages"] = time.perf_counter() - t
+    if isinstance(found, str):
+        log.warning("%s", found)
+        return None, found
+    return found, ""
+
+
+def _train(cfg: DemoConfig, out: Path, train_dirs: list[Path], progress: bool, timings: dict[str, float]):
+    """The tokenizer (unless a pre-trained text encoder brings its own), pre-training, the question tower (CLIP
+    pre-training unless a packaged one is used) and fine-tuning; returns the tower (None: trained here)."""
+    from ..data.tokenizer import train_tokenizer
+    from ..train.finetune import FinetuneConfig, finetune
+    from ..train.pretrain import PretrainConfig, pretrain
+    from ..train.question_tower import ClipConfig, pretrain_clip
+
+    common: dict = {"data": {"train": train_dirs}, "run": {"threads": cfg.threads, "seed": cfg.seed}}
+    encoder: dict = {}
+    if cfg.text_encoder:  # the pre-trained encoder brings its own tokenizer
+        encoder = {"model": {"text_encoder": cfg.text_encoder}}
+    else:
+        tok = out / "tokenizer"
+        if not (tok / "tokenizer.json").is_file():
+            train_tokenizer(train_dirs, tok, vocab_size=4000, lowercase=cfg.lowercase)
+        common["data"]["tokenizer"] = tok
+    t = time.perf_counter()
+    run = {"run": {"steps": cfg.pretrain_steps, "checkpoint_every": 50}}
+    pre_cfg = updated(load_config(PretrainConfig, "pretrain/tiny"), common, encoder, run)
+    _stage("pretrain", out / "pretrain", cfg.pretrain_steps, pretrain, pre_cfg, progress)
+    timings["pretrain"] = time.perf_counter() - t
+    tower = question_tower(cfg.question_tower)
+    if tower is None:
+        t = time.perf_counter()
+        clip_cfg = updated(
+            load_config(ClipConfig, None),
+            common,
+            {"model": {"init": out / "pretrain"}, "run": {"steps": cfg.clip_steps, "checkpoint_every": 50}},
+        )
+        _stage("pretrain-clip", out / "clip", cfg.clip_steps, pretrain_clip, clip_cfg, progress)
+        timings["pretrain_clip"] = time.perf_counter() - t
+        tower_model = {"question_tower": out / "clip", "freeze_question_tower": False}
+    else:
+        log.info("question tower: the pre-trained text encoder in %s, kept frozen", tower)
+        tower_model = {"question_tower": tower, "freeze_question_tower": True}
+    t = time.perf_counter()
+    ft_cfg = updated(
+        load_config(FinetuneConfig, "finetune/tiny"),
+        common,
+        {"model": {"init": out / "pretrain", **tower_model}},
+        {"run": {"steps": cfg.finetune_steps, "checkpoint_every": 100}},
+    )
+    _stage("finetune", out / "finetune", cfg.finetune_steps, finetune, ft_cfg, progress)
+    timings["finetune"] = time.perf_counter() - t
+    return tower
+
+
+def _score(cfg: DemoConfig, out: Path, eval_dir: Path, real, progress: bool, timings: dict[str, float]):
+    """Held-out and training-layout scores of the fine-tuned model, and the real-page benchmark's when there are
+    real pages: (results by part, real result or None)."""
+    from ..eval.evaluate import evaluate
+    from ..inference.predictor import DocumentPredictor
+
+    t = time.perf_counter()
+    predictor = DocumentPredictor.from_pretrained(out / "finetune")
+    results = {}
+    for part in ("heldout", "train"):
+        keep = 12 if part == "heldout" else 0
+        results[part] = evaluate(
+            predictor, [eval_dir], SplitConfig(), part=part, limit=cfg.eval_limit, progress=progress, keep_examples=keep
+        )
+    timings["evaluate"] = time.perf_counter() - t
+    if real is None:
+        return results, None
+    from .demo_real import score_real_benchmark
+
+    t = time.perf_counter()
+    real_result = score_real_benchmark(real.pdfs, out / "finetune", out / "real-benchmark", progress)
+    timings["real_benchmark"] = time.perf_counter() - t
+    return results, real_result

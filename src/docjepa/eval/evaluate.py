@@ -92,28 +92,9 @@ def evaluate(
             b_parts = best_answer(bmask, answers)
             base.add(question.qtype, *b_parts, question.template)
             if keep_rows:
-                rows.append(
-                    {
-                        "kind": question.qtype,
-                        "template": question.template,
-                        "score": float(decoded.scores[best]),
-                        "iou": m_parts[0] / m_parts[1] if m_parts[1] else 1.0,
-                        "baseline_iou": b_parts[0] / b_parts[1] if b_parts[1] else 1.0,
-                    }
-                )
+                rows.append(_row(question, float(decoded.scores[best]), m_parts, b_parts))
             if len(examples) < keep_examples:
-                examples.append(
-                    {
-                        "page": page,
-                        "question": question.text,
-                        "qtype": question.qtype,
-                        "template": question.template,
-                        "pred": pred,
-                        "baseline": bmask,
-                        "truth": np.any(answers, axis=0),
-                        "frame": frame,
-                    }
-                )
+                examples.append(_example(page, question, pred, bmask, answers, frame))
             bar.update(1)
     bar.close()
     if len(model.rows) == 0:
@@ -131,3 +112,28 @@ def evaluate(
     if keep_rows:
         result["rows"] = rows
     return result
+
+
+def _row(question, score: float, model: tuple[int, int], baseline: tuple[int, int]) -> dict:
+    """One question's row: its kind, the chosen candidate's predicted IoU, the model's and the baseline's IoU."""
+    return {
+        "kind": question.qtype,
+        "template": question.template,
+        "score": score,
+        "iou": model[0] / model[1] if model[1] else 1.0,
+        "baseline_iou": baseline[0] / baseline[1] if baseline[1] else 1.0,
+    }
+
+
+def _example(page: Page, question, pred: np.ndarray, baseline: np.ndarray, answers: list, frame: float) -> dict:
+    """One prediction kept for the demo report."""
+    return {
+        "page": page,
+        "question": question.text,
+        "qtype": question.qtype,
+        "template": question.template,
+        "pred": pred,
+        "baseline": baseline,
+        "truth": np.any(answers, axis=0),
+        "frame": frame,
+    }

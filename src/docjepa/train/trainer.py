@@ -15,12 +15,10 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import shutil
 import time
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +33,7 @@ from . import distributed as D
 from .checkpoint import latest_checkpoint, load_state, rng_state, save_checkpoint, set_rng_state
 from .data import EpochDataset, make_loader
 from .distributed import DistConfig, World
+from .machine import checkpoint_bytes, pick_device, preflight, set_threads
 from .metrics_log import MetricsLogger, peak_memory_mb, read_metrics
 from .optim import OptimConfig, build_optimizer, build_schedule
 
@@ -134,36 +133,6 @@ class Task:
         """Called once the run folder is set up, before the first step."""
 
 
-def pick_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name.startswith("cuda"):
-        if not torch.cuda.is_available():
-            raise UsageError(f"run.device={name} but no CUDA device is available (use run.device=cpu or auto)")
-        index = int(name.partition(":")[2] or 0)
-        if index >= torch.cuda.device_count():
-            raise UsageError(f"run.device={name} but only {torch.cuda.device_count()} CUDA device(s) are visible")
-    return torch.device(name)
-
-
-def set_threads(threads: int) -> int:
-    """Give torch ``threads`` CPU threads (0: its default), never more than ``OMP_THREAD_LIMIT`` allows.
-
-    Asking OpenMP for more threads than the limit lets oneDNN's convolution backward wait for threads that are
-    never granted (a hang, not an error), so torch's count is capped at the limit. Returns the count in use.
-    """
-    limit = os.environ.get("OMP_THREAD_LIMIT", "")
-    cap = int(limit) if limit.strip().isdigit() and int(limit) > 0 else None
-    wanted = threads or torch.get_num_threads()
-    if cap is not None and wanted > cap:
-        if threads:
-            log.warning("run.threads=%d but OMP_THREAD_LIMIT=%d: using %d threads", threads, cap, cap)
-        wanted = cap
-    if wanted != torch.get_num_threads():
-        torch.set_num_threads(wanted)
-    return wanted
-
-
 def flatten(data: Any, prefix: str = "") -> dict[str, Any]:
     """A nested mapping as {dotted key: leaf value}."""
     if isinstance(data, dict):
@@ -189,29 +158,6 @@ def config_changes(old: dict, new: dict, ignore: Sequence[str] = ()) -> list[str
     return lines
 
 
-def checkpoint_bytes(model: nn.Module, trainable: list[nn.Parameter]) -> int:
-    """An upper estimate of one checkpoint's size: the model's tensors plus two optimizer moments per trainable
-    element (AdamW's state; RS-SNGD keeps less)."""
-    tensors = {id(t): t for t in model.state_dict().values() if torch.is_tensor(t)}
-    model_bytes = sum(t.numel() * t.element_size() for t in tensors.values())
-    return model_bytes + sum(2 * p.numel() * 4 for p in trainable)
-
-
-def preflight(out: Path, need: int) -> None:
-    """Fail before the first step, not at the first checkpoint: ``out`` must be writable with ``need`` bytes free."""
-    probe = out / ".write-test"
-    try:
-        probe.write_bytes(b"x")
-        probe.unlink()
-    except OSError as err:
-        raise UsageError(f"cannot write to the run folder {out}: {err.strerror or err}") from None
-    free = shutil.disk_usage(out).free
-    if free < need:
-        raise UsageError(
-            f"only {free / 2**20:.0f} MiB free under {out}; one checkpoint needs about {need / 2**20:.0f} MiB"
-        )
-
-
 class _CountSkipped:
     """Wraps a collate function: items → (how many were unreadable records, batch)."""
 
@@ -228,6 +174,34 @@ def to_device(batch: dict, device: torch.device) -> dict:
         k: v.to(device, non_blocking=True) if torch.is_tensor(v) else v.to(device) if hasattr(v, "to") else v
         for k, v in batch.items()
     }
+
+
+@dataclass
+class _Session:
+    """The state of one :meth:`Trainer.fit` call."""
+
+    world: World
+    device: torch.device
+    model: nn.Module
+    wrapped: nn.Module
+    params: list
+    opt: Any
+    sched: Any
+    start: int
+    samples: int
+    skipped_before: int
+    batches: Any
+    metrics: MetricsLogger | None
+    amp: Any
+    sums: dict = field(default_factory=dict)
+    """Loss sums since the last log line."""
+    skipped: int = 0
+    """Unreadable records met by this process since the start or resume."""
+    previous: Any = None
+    """The last readable micro-batch."""
+    count: int = 0
+    busy: float = 0.0
+    """Steps and seconds of training work since the last log line."""
 
 
 class Trainer:
@@ -352,6 +326,46 @@ class Trainer:
         if ckpt is not None and int(load_state(ckpt)["step"]) >= run.steps:  # nothing left to do
             log.info("%s already finished (%d steps)", out, run.steps)
             return self._last_metrics()
+        s = self._session(task, ckpt)
+        last: dict = {}
+        bar = tqdm(total=run.steps, initial=s.start, desc=task.name, disable=not (self.progress and s.world.main),
+                   dynamic_ncols=True)  # fmt: skip
+        s.model.train()
+        for step in range(s.start, run.steps):
+            t0 = time.perf_counter()
+            self._accumulate(task, s)
+            D.sync_unsharded(s.model, s.world, self.dist.strategy)
+            clip = self.optim.grad_clip
+            grad_norm = torch.nn.utils.clip_grad_norm_(s.params, clip) if clip > 0 else torch.tensor(0.0)
+            s.opt.step()
+            s.sched.step()
+            s.opt.zero_grad(set_to_none=True)
+            done = step + 1
+            extra = task.after_step(s.model, done) or {}
+            s.count += 1
+            s.busy += time.perf_counter() - t0
+            bar.update(1)
+            if done % run.log_every == 0 or done == run.steps:
+                last = self._log(s, done, extra, grad_norm)
+                bar.set_postfix(loss=f"{last.get('loss', float('nan')):.3f}")
+            if done % run.checkpoint_every == 0 or done == run.steps or done == stop_after:
+                skipped = s.skipped_before + D.sum_over_ranks(s.skipped, s.world)
+                self._save(done, s.model, s.opt, s.sched, s.samples, skipped, task)
+            if stop_after is not None and done >= stop_after:
+                break
+        bar.close()
+        if s.metrics is not None:
+            s.metrics.close()
+        if last and s.world.main:
+            tmp = out / ".last_metrics.json.tmp"
+            tmp.write_text(json.dumps(last, indent=1))
+            tmp.replace(out / "last_metrics.json")
+        return last
+
+    def _session(self, task: Task, ckpt: Path | None) -> _Session:
+        """Everything a run needs, built or restored from ``ckpt``: the processes, the model (wrapped for DDP or
+        FSDP2), the optimizer and schedule, the data from where the checkpoint left it, the metrics log."""
+        run, out = self.run, self.out
         set_threads(run.threads)
         world, device = D.init_world(run.device)
         self.world = world
@@ -381,74 +395,59 @@ class Trainer:
             task.started(out)
         collate = _CountSkipped(task.collate(model))
         loader = make_loader(task.dataset(), collate, run.batch_size, samples, task.workers, world)
-        batches = iter(loader)
+        return _Session(
+            world=world,
+            device=device,
+            model=model,
+            wrapped=wrapped,
+            params=params,
+            opt=opt,
+            sched=sched,
+            start=start,
+            samples=samples,
+            skipped_before=skipped_before,
+            batches=iter(loader),
+            metrics=MetricsLogger(out, start_step=start) if world.main else None,
+            amp=torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" and run.bf16 else nullcontext(),
+        )
 
-        metrics = MetricsLogger(out, start_step=start) if world.main else None
-        amp = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" and run.bf16 else nullcontext()
-        last: dict = {}
-        sums: dict[str, float] = {}
-        extra: dict[str, float] = {}
-        skipped = 0  # unreadable records met by this process since the start or resume
-        previous = None  # the last readable micro-batch
-        count, busy = 0, 0.0  # steps and seconds of training work since the last log line
-        show = self.progress and world.main
-        bar = tqdm(total=run.steps, initial=start, desc=task.name, disable=not show, dynamic_ncols=True)
-        model.train()
-        for step in range(start, run.steps):
-            t0 = time.perf_counter()
-            for micro in range(run.accumulation):
-                bad, batch = next(batches)
-                samples += run.batch_size
-                skipped += bad
-                weight = 1.0 / run.accumulation
-                if batch is None:  # every record of the micro-batch was unreadable
-                    if world.size == 1 or previous is None:
-                        continue
-                    # The other processes reduce gradients now: take part with the last batch, weighted 0.
-                    batch, weight = previous, 0.0
-                previous = batch
-                with D.accumulate(wrapped, world, self.dist.strategy, last=micro == run.accumulation - 1):
-                    with amp:
-                        losses = task.compute(wrapped, to_device(batch, device))
-                    (losses["loss"] * weight).backward()
-                for k, v in losses.items():
-                    if v.dim() == 0:
-                        sums[k] = sums.get(k, 0.0) + float(v.detach()) * weight
-            D.sync_unsharded(model, world, self.dist.strategy)
-            clip = self.optim.grad_clip
-            grad_norm = torch.nn.utils.clip_grad_norm_(params, clip) if clip > 0 else torch.tensor(0.0)
-            opt.step()
-            sched.step()
-            opt.zero_grad(set_to_none=True)
-            done = step + 1
-            extra = task.after_step(model, done) or {}
-            count += 1
-            busy += time.perf_counter() - t0
-            bar.update(1)
-            if done % run.log_every == 0 or done == run.steps:
-                last = D.mean_over_ranks({k: v / count for k, v in sums.items()}, world)
-                last.update(
-                    extra,
-                    lr=sched.get_last_lr()[0],
-                    grad_norm=D.scalar(grad_norm),
-                    step_s=busy / count,
-                    samples_per_s=count * run.batch_size * run.accumulation / busy,
-                    peak_mem_mb=peak_memory_mb(device),
-                    skipped_records=skipped_before + D.sum_over_ranks(skipped, world),
-                )
-                if metrics is not None:
-                    metrics.log(done, last)
-                bar.set_postfix(loss=f"{last.get('loss', float('nan')):.3f}")
-                sums, count, busy = {}, 0, 0.0
-            if done % run.checkpoint_every == 0 or done == run.steps or done == stop_after:
-                self._save(done, model, opt, sched, samples, skipped_before + D.sum_over_ranks(skipped, world), task)
-            if stop_after is not None and done >= stop_after:
-                break
-        bar.close()
-        if metrics is not None:
-            metrics.close()
-        if last and world.main:
-            tmp = out / ".last_metrics.json.tmp"
-            tmp.write_text(json.dumps(last, indent=1))
-            tmp.replace(out / "last_metrics.json")
+    def _accumulate(self, task: Task, s: _Session) -> None:
+        """One step's micro-batches: forward, backward (gradients reduced on the last), losses summed for the log.
+        A micro-batch whose every record was unreadable is passed over, or under several processes stood in for by
+        the last readable one, weighted 0, so that every process takes part in the reduction."""
+        run = self.run
+        for micro in range(run.accumulation):
+            bad, batch = next(s.batches)
+            s.samples += run.batch_size
+            s.skipped += bad
+            weight = 1.0 / run.accumulation
+            if batch is None:  # every record of the micro-batch was unreadable
+                if s.world.size == 1 or s.previous is None:
+                    continue
+                batch, weight = s.previous, 0.0
+            s.previous = batch
+            with D.accumulate(s.wrapped, s.world, self.dist.strategy, last=micro == run.accumulation - 1):
+                with s.amp:
+                    losses = task.compute(s.wrapped, to_device(batch, s.device))
+                (losses["loss"] * weight).backward()
+            for k, v in losses.items():
+                if v.dim() == 0:
+                    s.sums[k] = s.sums.get(k, 0.0) + float(v.detach()) * weight
+
+    def _log(self, s: _Session, done: int, extra: dict, grad_norm: torch.Tensor) -> dict:
+        """The metrics since the last log line, averaged over the steps and the processes; logged; counts reset."""
+        run = self.run
+        last = D.mean_over_ranks({k: v / s.count for k, v in s.sums.items()}, s.world)
+        last.update(
+            extra,
+            lr=s.sched.get_last_lr()[0],
+            grad_norm=D.scalar(grad_norm),
+            step_s=s.busy / s.count,
+            samples_per_s=s.count * run.batch_size * run.accumulation / s.busy,
+            peak_mem_mb=peak_memory_mb(s.device),
+            skipped_records=s.skipped_before + D.sum_over_ranks(s.skipped, s.world),
+        )
+        if s.metrics is not None:
+            s.metrics.log(done, last)
+        s.sums, s.count, s.busy = {}, 0, 0.0
         return last

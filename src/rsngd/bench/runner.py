@@ -9,6 +9,7 @@ import os
 import platform
 import statistics
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -116,8 +117,6 @@ def run_one(
     every micro-batch with ``strategy`` (``ddp`` or ``fsdp2``), so the global batches are those of one process;
     losses are averaged over the processes, memory and optimizer state are this process's.
     """
-    from tqdm.auto import tqdm
-
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     if strategy == "fsdp2" and world > 1 and spec.method not in ("rsngd", "adamw"):
@@ -129,25 +128,41 @@ def run_one(
     # Under DDP the ranks split RS-SNGD's Newton–Schulz work instead of each repeating it.
     split = {"data_parallel": True} if strategy == "ddp" and world > 1 and spec.method == "rsngd" else {}
     opt = build_optimizer(spec, base, preset.hidden, preset.heads, **split)
-    projected, _, _ = rsngd.split_parameters(base.named_parameters())
+    batches = train_batches(corpus.train, preset.seq, preset.micro_batch, seed)
+    evals = val_batches(corpus.val, preset.seq, preset.micro_batch, preset.eval_batches)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    label = f"{spec.label} seed {seed}" if progress and rank == 0 else None
+    curves = _train(model, opt, preset, batches, evals, device, world, rank, label)
+    return _record(spec, preset, corpus, seed, strategy if world > 1 else "single", world, curves, opt, base, device)
+
+
+@dataclass
+class _Curves:
+    """What one run measured, step by step."""
+
+    train: list[float] = field(default_factory=list)
+    val: list[tuple[int, float]] = field(default_factory=list)
+    fwd_bwd_s: list[float] = field(default_factory=list)
+    opt_s: list[float] = field(default_factory=list)
+    peak_rss: int = 0
+    wall: float = 0.0
+
+
+def _train(model, opt, preset: Preset, batches, evals, device: torch.device, world: int, rank: int, label):
+    """The training loop: warm-up + cosine lr, accumulated micro-batches (this process's share of each), bf16
+    autocast on CUDA, an evaluation every ``eval_every`` steps; stops at a non-finite loss. ``label``: the progress
+    bar's (None: no bar)."""
+    from tqdm.auto import tqdm
+
     per = preset.micro_batch // world
     base_lrs = [g["lr"] for g in opt.param_groups]
     accum = max(1, preset.batch // preset.micro_batch)
-    batches = train_batches(corpus.train, preset.seq, preset.micro_batch, seed)
-    evals = val_batches(corpus.val, preset.seq, preset.micro_batch, preset.eval_batches)
-    autocast = device.type == "cuda"
-    cuda = device.type == "cuda"
-    if cuda:
-        torch.cuda.reset_peak_memory_stats(device)
+    autocast = cuda = device.type == "cuda"
     sync = torch.cuda.synchronize if cuda else (lambda: None)
-
-    train_curve: list[float] = []
-    val_curve: list[tuple[int, float]] = []
-    fwd_bwd_s: list[float] = []
-    opt_s: list[float] = []
-    peak_rss = _rss_bytes()
+    c = _Curves(peak_rss=_rss_bytes())
     start = time.perf_counter()
-    bar = tqdm(range(preset.steps), desc=f"{spec.label} seed {seed}", disable=not progress or rank > 0, leave=False)
+    bar = tqdm(range(preset.steps), desc=label, disable=label is None, leave=False)
     for step in bar:
         for group, lr in zip(opt.param_groups, base_lrs):
             group["lr"] = lr * rsngd.lr_factor(step, preset.steps, preset.warmup, preset.min_lr)
@@ -166,18 +181,25 @@ def run_one(
         opt.zero_grad(set_to_none=True)
         sync()
         t2 = time.perf_counter()
-        fwd_bwd_s.append(t1 - t0)
-        opt_s.append(t2 - t1)
-        train_curve.append(_mean(loss_sum, world))
-        peak_rss = max(peak_rss, _rss_bytes())
+        c.fwd_bwd_s.append(t1 - t0)
+        c.opt_s.append(t2 - t1)
+        c.train.append(_mean(loss_sum, world))
+        c.peak_rss = max(c.peak_rss, _rss_bytes())
         if (step + 1) % preset.eval_every == 0 or step + 1 == preset.steps:
-            val_curve.append((step + 1, evaluate(model, evals, device, autocast)))
-            bar.set_postfix(train=f"{loss_sum:.3f}", val=f"{val_curve[-1][1]:.3f}")
-        if not math.isfinite(train_curve[-1]):
+            c.val.append((step + 1, evaluate(model, evals, device, autocast)))
+            bar.set_postfix(train=f"{loss_sum:.3f}", val=f"{c.val[-1][1]:.3f}")
+        if not math.isfinite(c.train[-1]):
             bar.close()
             break
-    wall = time.perf_counter() - start
-    tokens = len(train_curve) * preset.batch * preset.seq
+    c.wall = time.perf_counter() - start
+    return c
+
+
+def _record(spec, preset: Preset, corpus: Corpus, seed: int, strategy: str, world: int, c: _Curves, opt, base, device):
+    """A run's JSON record."""
+    cuda = device.type == "cuda"
+    projected, _, _ = rsngd.split_parameters(base.named_parameters())
+    tokens = len(c.train) * preset.batch * preset.seq
     return {
         "optimizer": spec.label,
         "optimizer_name": spec.name,
@@ -188,27 +210,27 @@ def run_one(
         "train_tokens": len(corpus.train),
         "seed": seed,
         "world_size": world,
-        "strategy": strategy if world > 1 else "single",
-        "steps": len(train_curve),
-        "diverged": not math.isfinite(train_curve[-1]),
-        "final_val_loss": val_curve[-1][1] if val_curve else float("nan"),
-        "final_train_loss": train_curve[-1],
-        "final_val_perplexity": math.exp(min(val_curve[-1][1], 50.0)) if val_curve else float("nan"),
+        "strategy": strategy,
+        "steps": len(c.train),
+        "diverged": not math.isfinite(c.train[-1]),
+        "final_val_loss": c.val[-1][1] if c.val else float("nan"),
+        "final_train_loss": c.train[-1],
+        "final_val_perplexity": math.exp(min(c.val[-1][1], 50.0)) if c.val else float("nan"),
         "optimizer_state_bytes": rsngd.optimizer_state_bytes(opt),
         "projected_state_bytes": rsngd.optimizer_state_bytes(opt, projected),
-        "optimizer_step_s": statistics.median(opt_s),
-        "optimizer_step_max_s": max(opt_s),
-        "fwd_bwd_s": statistics.median(fwd_bwd_s),
-        "tokens_per_s": tokens / wall,
-        "peak_memory_bytes": torch.cuda.max_memory_allocated(device) if cuda else peak_rss,
+        "optimizer_step_s": statistics.median(c.opt_s),
+        "optimizer_step_max_s": max(c.opt_s),
+        "fwd_bwd_s": statistics.median(c.fwd_bwd_s),
+        "tokens_per_s": tokens / c.wall,
+        "peak_memory_bytes": torch.cuda.max_memory_allocated(device) if cuda else c.peak_rss,
         "peak_memory_kind": "cuda_max_allocated" if cuda else "process_rss",
         "model_params": sum(p.numel() for p in base.parameters()),
         "projected_params": sum(p.numel() for p in projected),
         # Curves rounded to keep the committed results small.
-        "train_curve": [round(v, 4) for v in train_curve],
-        "val_curve": [(s, round(v, 4)) for s, v in val_curve],
-        "optimizer_step_curve_s": [round(v, 5) for v in opt_s],
-        "wall_s": wall,
+        "train_curve": [round(v, 4) for v in c.train],
+        "val_curve": [(s, round(v, 4)) for s, v in c.val],
+        "optimizer_step_curve_s": [round(v, 5) for v in c.opt_s],
+        "wall_s": c.wall,
         "device": torch.cuda.get_device_name(device) if cuda else _cpu_name(),
         "torch": torch.__version__,
         "python": platform.python_version(),

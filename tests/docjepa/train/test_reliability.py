@@ -107,10 +107,10 @@ def test_a_run_killed_before_its_first_checkpoint_restarts(tmp_path):
 def test_preflight_refuses_a_full_disk_before_the_first_step(tmp_path, monkeypatch):
     import shutil
 
-    from docjepa.train import trainer as trainer_module
+    from docjepa.train import machine
 
     usage = shutil.disk_usage(tmp_path)
-    monkeypatch.setattr(trainer_module.shutil, "disk_usage", lambda p: usage._replace(free=100))
+    monkeypatch.setattr(machine.shutil, "disk_usage", lambda p: usage._replace(free=100))
     with pytest.raises(UsageError, match="MiB free"):
         trainer(tmp_path / "run").fit(RegressionTask())
     assert not (tmp_path / "run" / "metrics.jsonl").exists()

@@ -210,7 +210,26 @@ def invoice(
         y += c.px(18)
     y += c.px(25)
     cols = [m, c.width * 0.55, c.width * 0.66, c.width * 0.8]
-    top = y
+    rows, table_box, y = _line_items(c, rng, v, cols, y)
+    subtotal = sum(q * p for _, q, p, _ in rows)
+    rate = rng.choice([0.05, 0.07, 0.1, 0.19, 0.2])
+    y += c.px(12)
+    totals = {}
+    for key, val in [("Subtotal", subtotal), (f"Tax ({rate:.0%})", subtotal * rate), ("Total", subtotal * (1 + rate))]:
+        k = c.text(cols[2], y, v.label(key) + ":", "sans-bold", 12)
+        value = c.text(cols[3], y, v.money(val), "sans-bold" if key == "Total" else "sans", 12)
+        totals[key.split()[0]] = (k, value)
+        y += c.px(22)
+    c.paragraph(m, y + c.px(30), c.width - 2 * m, "Payment terms: " + fake.sentence(nb_words=14), "sans", 10)
+
+    _ask_invoice(a, rng, fields, totals, rows, bill, seller + seller_addr, table_box)
+    return a.questions
+
+
+def _line_items(c: Canvas, rng: random.Random, v: Vocabulary, cols: list[float], y: float):
+    """An invoice's table of 3 to 8 items (description, quantity, unit price, amount) from ``y``: (rows as (item,
+    quantity, price, cells), the table's box, the next line's y)."""
+    m, top = cols[0], y
     c.rect((m - 4, y - 4, c.width - m, y + c.px(22)), fill="#e8e8e8", outline="#e8e8e8")
     for x, h in zip(cols, ["Description", "Qty", "Unit price", "Amount"]):
         c.text(x, y, h, "sans-bold", 12)
@@ -227,18 +246,11 @@ def invoice(
         rows.append((item, qty, price, cells))
         y += c.px(24)
         c.hline(m, c.width - m, y - c.px(5), 1, "#ccc")
-    table_box = (m - 4, top - 4, c.width - m, y)
-    subtotal = sum(q * p for _, q, p, _ in rows)
-    rate = rng.choice([0.05, 0.07, 0.1, 0.19, 0.2])
-    y += c.px(12)
-    totals = {}
-    for key, val in [("Subtotal", subtotal), (f"Tax ({rate:.0%})", subtotal * rate), ("Total", subtotal * (1 + rate))]:
-        k = c.text(cols[2], y, v.label(key) + ":", "sans-bold", 12)
-        value = c.text(cols[3], y, v.money(val), "sans-bold" if key == "Total" else "sans", 12)
-        totals[key.split()[0]] = (k, value)
-        y += c.px(22)
-    c.paragraph(m, y + c.px(30), c.width - 2 * m, "Payment terms: " + fake.sentence(nb_words=14), "sans", 10)
+    return rows, (m - 4, top - 4, c.width - m, y), y
 
+
+def _ask_invoice(a: Asker, rng: random.Random, fields: dict, totals: dict, rows: list, bill, seller, table_box) -> None:
+    """The invoice's questions: its number, dates, total, a line's amount and quantity, the addresses, the table."""
     a.ask(
         ["What is the invoice number?", "Which number does this invoice have?"],
         "key",
@@ -258,13 +270,12 @@ def invoice(
     item, _, _, cells = rows[rng.randrange(len(rows))]
     a.ask(["How many {i} were billed?", "What is the quantity of {i}?"], "table", a.answer(cells[1]), i=item.lower())
     a.ask(["Where is the billing address?", "Who is this invoice addressed to?"], "field", a.answer(bill))
-    a.ask(["Where is the seller's address?", "Where is the sender's address?"], "field", a.answer(seller + seller_addr))
+    a.ask(["Where is the seller's address?", "Where is the sender's address?"], "field", a.answer(seller))
     a.ask(
         ["Where is the line-items table?", "Where are the invoice items listed?"],
         "layout",
         Answer([box_polygon(table_box)], "", []),
     )
-    return a.questions
 
 
 # ---------------------------------------------------------------------------------------- receipt

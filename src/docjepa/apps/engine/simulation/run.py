@@ -240,29 +240,7 @@ def simulate(cfg: SimConfig, out: Path, progress: bool = True) -> dict:
         rounds = []
         for r in range(1, cfg.rounds + 1):
             t0 = time.perf_counter()
-            auto = None
-            if mode == "assisted":
-                chosen = remaining[: cfg.pages_per_round]
-                proposals = [propose_page(model, rest[i]) for i in chosen]
-            else:
-                sample = rng.sample(remaining, min(cfg.sample_pages, len(remaining)))
-                scored = {i: propose_page(model, rest[i]) for i in sample}
-                ranked = sorted(sample, key=lambda i: -float(np.mean([p["uncertainty"] for p in scored[i]] or [0])))
-                chosen = ranked[: cfg.pages_per_round]
-                proposals = [scored[i] for i in chosen]
-                human = [p for i in chosen for p in scored[i]]
-                th = stages.choose_thresholds(
-                    [p["pred_iou"] for p in human], [p["stability"] for p in human], [p["true_iou"] for p in human]
-                )
-                machine = [p for i in sample if i not in chosen for p in scored[i]]
-                kept = [p for p in machine if p["pred_iou"] >= th.min_iou and p["stability"] >= th.min_stability]
-                auto = {
-                    "thresholds": asdict(th),
-                    "labels_considered": len(machine),
-                    "kept": len(kept),
-                    "kept_fraction": len(kept) / max(1, len(machine)),
-                    "agree_at_0.8": float(np.mean([p["true_iou"] >= 0.8 for p in kept])) if kept else None,
-                }
+            chosen, proposals, auto = _choose_pages(cfg, model, rest, remaining, rng, mode)
             rows = annotate_pages(cfg, [rest[i] for i in chosen], proposals, mode)
             annotated += [rest[i] for i in chosen]
             remaining = [i for i in remaining if i not in set(chosen)]
@@ -286,7 +264,43 @@ def simulate(cfg: SimConfig, out: Path, progress: bool = True) -> dict:
             )
         result["stages"][mode] = rounds
 
-    # Manual annotation: the assisted stage's edit budget spent without a model, pages in order.
+    result["manual"] = _manual(cfg, result, rest, seed_set, seed_model, probe_set, out, eval_dir)
+    result["seconds"] = time.perf_counter() - started
+    (out / "simulate.json").write_text(json.dumps(result, indent=1))
+    plot(result, out / "engine_curve.png")
+    return result
+
+
+def _choose_pages(cfg: SimConfig, model, rest: list, remaining: list[int], rng: random.Random, mode: str):
+    """A round's pages and the model's proposals for them: the next ones (``assisted``), or the most uncertain of a
+    random sample, whose other proposals the automatic stage may keep (its thresholds chosen on the people's
+    pages): (chosen indices, proposals, the automatic stage's figures or None)."""
+    if mode == "assisted":
+        chosen = remaining[: cfg.pages_per_round]
+        return chosen, [propose_page(model, rest[i]) for i in chosen], None
+    sample = rng.sample(remaining, min(cfg.sample_pages, len(remaining)))
+    scored = {i: propose_page(model, rest[i]) for i in sample}
+    ranked = sorted(sample, key=lambda i: -float(np.mean([p["uncertainty"] for p in scored[i]] or [0])))
+    chosen = ranked[: cfg.pages_per_round]
+    human = [p for i in chosen for p in scored[i]]
+    th = stages.choose_thresholds(
+        [p["pred_iou"] for p in human], [p["stability"] for p in human], [p["true_iou"] for p in human]
+    )
+    machine = [p for i in sample if i not in chosen for p in scored[i]]
+    kept = [p for p in machine if p["pred_iou"] >= th.min_iou and p["stability"] >= th.min_stability]
+    auto = {
+        "thresholds": asdict(th),
+        "labels_considered": len(machine),
+        "kept": len(kept),
+        "kept_fraction": len(kept) / max(1, len(machine)),
+        "agree_at_0.8": float(np.mean([p["true_iou"] >= 0.8 for p in kept])) if kept else None,
+    }
+    return chosen, [scored[i] for i in chosen], auto
+
+
+def _manual(cfg: SimConfig, result: dict, rest: list, seed_set: list, seed_model, probe_set: list, out: Path, eval_dir):
+    """Manual annotation: the assisted stage's edit budget spent without a model, pages in order; and models
+    fine-tuned from the seed model on the same edits and on the same pages, for as many steps as the rounds."""
     budget = sum(row["edits"] for row in result["stages"]["assisted"])
     manual_rows, manual_pages = [], []
     for page in rest:
@@ -306,8 +320,4 @@ def simulate(cfg: SimConfig, out: Path, progress: bool = True) -> dict:
     manual["same_pages"]["edits_per_mask"] = summarise(annotate_pages(cfg, same_pages, None, "manual"))[
         "edits_per_mask"
     ]
-    result["manual"] = manual
-    result["seconds"] = time.perf_counter() - started
-    (out / "simulate.json").write_text(json.dumps(result, indent=1))
-    plot(result, out / "engine_curve.png")
-    return result
+    return manual
