@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..data.debian import FetchError, fetch
-from ..data.shards import shard_paths
+from ..data.shards import ShardOptions, shard_paths
 
 log = logging.getLogger("docjepa.apps.demo")
 
@@ -50,10 +50,10 @@ def _import(pdfs: Path, out: Path, max_pages: int, dpi: int, progress: bool) -> 
         out,
         dpi=dpi,
         progress=progress,
-        resume=out.is_dir() and bool(shard_paths(out)),
         structure=True,
         max_pages=max_pages,
         exclude=benchmark_digests("real"),
+        shards=ShardOptions(resume=out.is_dir() and bool(shard_paths(out))),
     ).to_dict()
     if not shard_paths(out):
         raise ValueError(f"no page of {pdfs} could be imported (see the warnings above)")

@@ -145,20 +145,16 @@ def predict_file(
     checkpoint: Path,
     question: str,
     out: Path,
-    image: Path | None = None,
-    pdf: Path | None = None,
-    page: int = 1,
-    dpi: int = 150,
-    lang: str = "eng",
+    doc: Page,
     device: str | None = None,
     multimask: bool = False,
     snap: bool = True,
 ) -> dict:
-    """Load the page, run the model, write PREFIX.mask.png / .overlay.png / .json; returns the JSON content.
-    ``snap``: the answer becomes the box of the OCR words under the chosen mask when they agree (the default)."""
+    """Run the model on a page (:func:`load_page` reads one from an image or a PDF), write PREFIX.mask.png /
+    .overlay.png / .json; returns the JSON content. ``snap``: the answer becomes the box of the OCR words under the
+    chosen mask when they agree (the default)."""
     if not question.strip():
         raise UsageError("the question is empty")
-    doc = load_page(image, pdf, page, dpi, lang)
     predictor = DocumentPredictor.from_pretrained(checkpoint, device=device, snap=SNAP_AGREEMENT if snap else None)
     predictor.set_page(doc)
     pred = predictor.predict(question)

@@ -30,7 +30,7 @@ from PIL import Image, ImageSequence
 
 from ..core.errors import UsageError
 from .record import Answer, Page, Question, Word, box_polygon
-from .shards import ShardWriter, iter_rows, shard_paths
+from .shards import ShardOptions, ShardWriter, iter_rows, shard_paths
 
 log = logging.getLogger("docjepa.import")
 PDF_SUFFIXES = {".pdf"}
@@ -402,23 +402,23 @@ def import_paths(
     dpi: int = 150,
     lang: str = "eng",
     questions: Path | None = None,
-    pages_per_shard: int = 256,
     progress: bool = True,
-    append: bool = False,
-    resume: bool = False,
     structure: bool = False,
     max_pages: int | None = None,
     exclude: set[str] | None = None,
+    shards: ShardOptions | None = None,
 ) -> ImportSummary:
     """Import every PDF and image under ``paths`` into shards in ``out``; never aborts on a bad file.
 
-    ``resume``: continue an import into ``out`` that was killed or failed (files its shards hold are passed over).
+    ``shards``: pages per shard, appending, and ``resume``: continue an import into ``out`` that was killed or
+    failed (files its shards hold are passed over).
     ``structure``: PDF pages get the questions their document declares (:mod:`docjepa.data.structure`);
     ``max_pages``: at most this many pages per PDF; ``exclude``: SHA-256 digests of files to pass over (for example
     the real-page benchmark's documents, so that none of them enters training).
     """
     from tqdm.auto import tqdm
 
+    shards = shards or ShardOptions()
     spec = load_questions(questions) if questions else {}
     summary = ImportSummary()
     inputs = find_inputs(paths)
@@ -427,10 +427,10 @@ def import_paths(
         stem_count[path.stem] = stem_count.get(path.stem, 0) + 1
     stems = {path_text(p.stem): doc for p, doc in inputs if stem_count[p.stem] == 1}
     done: set[str] = set()
-    if resume and out.is_dir() and shard_paths(out):
+    if shards.resume and out.is_dir() and shard_paths(out):
         done = {row["doc_id"] for _, _, _, row in iter_rows(out, columns=["doc_id"])}
     seen: set[str] = set()
-    with ShardWriter(out, pages_per_shard, append=append or resume) as writer:
+    with ShardWriter(out, shards.pages_per_shard, append=shards.append or shards.resume) as writer:
         for path, doc_id in tqdm(inputs, desc="files", disable=not progress):
             if doc_id in done:
                 summary.already += 1

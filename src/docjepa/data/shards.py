@@ -16,6 +16,7 @@ from __future__ import annotations
 import bisect
 import logging
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
@@ -97,6 +98,19 @@ def decode_page(row: dict, shard: Path | str, index: int) -> Page:
 
 def _log_skip(err: RecordError) -> None:
     log.warning("skipping unreadable record %s", err)
+
+
+@dataclass(frozen=True)
+class ShardOptions:
+    """How a command writes its shards into its output folder."""
+
+    pages_per_shard: int = 256
+    """Pages per Parquet file."""
+    append: bool = False
+    """Add shards to a folder that already has some."""
+    resume: bool = False
+    """Continue an import that was killed or failed: files the folder's shards hold are passed over (importing
+    only; generated pages are made again)."""
 
 
 class ShardWriter:

@@ -13,7 +13,7 @@ from PIL import Image
 
 from docjepa.apps import real_benchmark as rb
 from docjepa.apps.cli import main
-from docjepa.apps.predict import predict_file
+from docjepa.apps.predict import load_page, predict_file
 from docjepa.core.errors import UsageError
 from docjepa.data.importer import import_paths
 from docjepa.eval.calibrate import calibrate
@@ -130,7 +130,7 @@ def test_calibrate_and_predict_show_confidence(pdfs, model, tmp_path):
     predictor = DocumentPredictor.from_pretrained(model)
     assert predictor.calibration is not None
 
-    res = predict_file(model, "What is the title?", tmp_path / "pred" / "t", pdf=pdfs / "gadget.pdf", dpi=72)
+    res = predict_file(model, "What is the title?", tmp_path / "pred" / "t", load_page(pdf=pdfs / "gadget.pdf", dpi=72))
     assert [c["rank"] for c in res["candidates"]] == [1, 2, 3]
     assert res["candidates"][0]["index"] == res["best"]
     assert res["confidence"] == pytest.approx(float(cal(res["scores"][res["best"]])), abs=1e-6)
@@ -140,7 +140,6 @@ def test_calibrate_and_predict_show_confidence(pdfs, model, tmp_path):
 
     # A calibration that expects little makes the model say it does not know; one that expects much, that it does.
     predictor.calibration = Calibration([0.0, 1.0], [0.0, 0.1])
-    from docjepa.apps.predict import load_page
 
     predictor.set_page(load_page(pdf=pdfs / "gadget.pdf", dpi=72))
     assert predictor.predict("What is the title?").known is False

@@ -14,7 +14,7 @@ from reportlab.lib.pagesizes import A4  # noqa: E402
 from reportlab.pdfgen import canvas  # noqa: E402
 
 from docjepa.data.importer import import_paths  # noqa: E402
-from docjepa.data.shards import ShardWriter, iter_pages  # noqa: E402
+from docjepa.data.shards import ShardOptions, ShardWriter, iter_pages  # noqa: E402
 from docjepa.data.show import show  # noqa: E402
 from docjepa.data.synth.canvas import load_font  # noqa: E402
 from docjepa.data.synth.generate import generate  # noqa: E402
@@ -107,7 +107,7 @@ def test_output_folder_is_not_silently_appended(tmp_path, capsys):
     import_paths([tmp_path / "doc.pdf"], tmp_path / "out", progress=False)
     with pytest.raises(FileExistsError, match="--append"):
         ShardWriter(tmp_path / "out")
-    import_paths([tmp_path / "doc.pdf"], tmp_path / "out", progress=False, append=True)
+    import_paths([tmp_path / "doc.pdf"], tmp_path / "out", progress=False, shards=ShardOptions(append=True))
     assert len(list(iter_pages(tmp_path / "out"))) == 4
     assert "already holds" in cli_error(
         ["import", str(tmp_path / "doc.pdf"), "--out", str(tmp_path / "out"), "--no-progress"], capsys
@@ -134,7 +134,7 @@ def test_an_interrupted_import_keeps_whole_shards_and_resumes_to_the_same_bytes(
     for i in range(5):
         (docs / f"d{i}").mkdir(parents=True)
         make_pdf(docs / f"d{i}" / "report.pdf")  # five documents with the same file name, two pages each
-    full = import_paths([docs], tmp_path / "full", dpi=36, pages_per_shard=3, progress=False)
+    full = import_paths([docs], tmp_path / "full", dpi=36, shards=ShardOptions(3), progress=False)
     assert full.files == 5 and full.pages == 10 and not full.skipped
     assert sorted({p.doc_id for p in iter_pages(tmp_path / "full")}) == [f"d{i}/report.pdf" for i in range(5)]
 
@@ -148,12 +148,12 @@ def test_an_interrupted_import_keeps_whole_shards_and_resumes_to_the_same_bytes(
 
     monkeypatch.setattr(importer, "import_pdf", killed_at_the_fourth)
     with pytest.raises(KeyboardInterrupt):
-        import_paths([docs], tmp_path / "cut", dpi=36, pages_per_shard=3, progress=False)
+        import_paths([docs], tmp_path / "cut", dpi=36, shards=ShardOptions(3), progress=False)
     monkeypatch.setattr(importer, "import_pdf", real)
     cut = _shard_bytes(tmp_path / "cut")
     assert list(cut) == ["shard-00000.parquet"] and not list((tmp_path / "cut").glob("*.tmp"))
     assert len(list(iter_pages(tmp_path / "cut"))) == 4  # two whole documents, none split
-    again = import_paths([docs], tmp_path / "cut", dpi=36, pages_per_shard=3, progress=False, resume=True)
+    again = import_paths([docs], tmp_path / "cut", dpi=36, shards=ShardOptions(3, resume=True), progress=False)
     assert again.already == 2 and again.files == 3
     assert _shard_bytes(tmp_path / "cut") == _shard_bytes(tmp_path / "full")
 

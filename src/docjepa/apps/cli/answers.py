@@ -42,17 +42,13 @@ def cmd_benchmark_real(args: argparse.Namespace) -> None:
 
 
 def cmd_predict(args: argparse.Namespace) -> None:
-    from ..predict import predict_file
+    from ..predict import load_page, predict_file
 
     result = predict_file(
         args.checkpoint,
         args.question,
         args.out,
-        image=args.image,
-        pdf=args.pdf,
-        page=args.page,
-        dpi=args.dpi,
-        lang=args.lang,
+        load_page(args.image, args.pdf, args.page, args.dpi, args.lang),
         device=args.device,
         multimask=args.multimask,
         snap=not args.no_snap,

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ...core.errors import UsageError
+from ...data.shards import ShardOptions
 from .args import MAX_DPI, int_at_least
 
 
@@ -24,10 +25,9 @@ def cmd_generate(args: argparse.Namespace) -> None:
         workers=args.workers,
         layout=args.layout,
         noise=noise,
-        pages_per_shard=args.pages_per_shard,
         progress=not args.no_progress,
-        append=args.append,
         phrasings=args.phrasings,
+        shards=ShardOptions(args.pages_per_shard, append=args.append),
     )
     print(json.dumps({**summary, "out": str(args.out)}, indent=1))
 
@@ -84,12 +84,10 @@ def cmd_import(args: argparse.Namespace) -> None:
         lang=args.lang,
         questions=args.questions,
         progress=not args.no_progress,
-        append=args.append,
-        resume=args.resume,
-        pages_per_shard=args.pages_per_shard,
         structure=args.structure,
         max_pages=args.max_pages,
         exclude=benchmark_digests(args.exclude) if args.exclude else None,
+        shards=ShardOptions(args.pages_per_shard, append=args.append, resume=args.resume),
     )
     print(json.dumps({**summary.to_dict(), "out": str(args.out)}, indent=1))
 

@@ -18,7 +18,7 @@ from faker import Faker
 from PIL import Image, ImageFilter
 
 from ..record import Page, Word, union_box
-from ..shards import ShardWriter
+from ..shards import ShardOptions, ShardWriter
 from .canvas import Canvas
 from .layouts import LAYOUTS
 from .vocabulary import Vocabulary
@@ -157,16 +157,19 @@ def generate(
     workers: int | None = None,
     layout: str | None = None,
     noise: NoiseOptions = NoiseOptions(),
-    pages_per_shard: int = 256,
     progress: bool = True,
-    append: bool = False,
     phrasings: str = "extended",
+    shards: ShardOptions | None = None,
 ) -> dict:
-    """Generate ``n`` pages into shards under ``out``; returns a summary (pages, questions, seconds)."""
+    """Generate ``n`` pages into shards under ``out`` (``shards``: pages per shard, appending); returns a summary
+    (pages, questions, seconds)."""
     from tqdm.auto import tqdm
 
+    shards = shards or ShardOptions()
     if n < 1:
         raise ValueError("n must be at least 1")
+    if shards.resume:
+        raise ValueError("generated pages are made again, not resumed: use append to add to a folder")
     if phrasings not in PHRASINGS:
         raise ValueError(f"phrasings must be one of {', '.join(PHRASINGS)}, not {phrasings!r}")
     if layout is not None and layout not in LAYOUTS:
@@ -176,7 +179,7 @@ def generate(
     start = time.perf_counter()
     questions = 0
     with (
-        ShardWriter(out, pages_per_shard, append=append) as writer,
+        ShardWriter(out, shards.pages_per_shard, append=shards.append) as writer,
         tqdm(total=n, desc="pages", disable=not progress) as bar,
     ):
         if workers == 1:

@@ -101,7 +101,7 @@ def create_annotation(db: Database, task_id: int, user_id: int, answer: Answer) 
             s, answer.proposal_id, answer.candidate, task.id, user_id, rle, answer.answerable
         )
         origin = {"proposal_id": pid, "model_version": version, "candidate": candidate, "outcome": outcome}
-        return _save_new(s, task, answer, rle, words, user_id, "human", audit_user=user_id, clicks=clicks, **origin)
+        return _save_new(s, task, answer, rle, words, user_id, "human", user_id, {**origin, "clicks": clicks})
 
 
 AUTOLABEL_USER = "autolabel"
@@ -134,26 +134,14 @@ def create_machine_annotation(db: Database, task_id: int, mask: np.ndarray, mode
         answer = Answer(task.question or "", True, mask)
         rle, words = check_answer(answer, page)
         origin = {"proposal_id": None, "model_version": model_version, "candidate": None, "outcome": "machine"}
-        return _save_new(s, task, answer, rle, words, uid, "machine", audit_user=None, **origin)
+        return _save_new(s, task, answer, rle, words, uid, "machine", None, origin)
 
 
 def _save_new(
-    s,
-    task: Task,
-    answer: Answer,
-    rle,
-    words: list[int],
-    user_id: int,
-    source: str,
-    audit_user,
-    *,
-    proposal_id,
-    model_version,
-    candidate,
-    outcome,
-    clicks: int = 0,
+    s, task: Task, answer: Answer, rle, words: list[int], user_id: int, source: str, audit_user, origin: dict
 ) -> dict:
-    """The first version of a task's annotation, audited, and the task closed, in the caller's transaction."""
+    """The first version of a task's annotation, audited, and the task closed, in the caller's transaction.
+    ``origin``: where it came from (``proposal_id``, ``model_version``, ``candidate``, ``outcome``; ``clicks``)."""
     t = now()
     a = Annotation(
         task_id=task.id,
@@ -163,11 +151,11 @@ def _save_new(
         mask=rle,
         word_ids=words,
         user_id=user_id,
-        model_version=model_version,
-        candidate=candidate,
-        proposal_id=proposal_id,
-        outcome=outcome,
-        clicks=clicks,
+        model_version=origin["model_version"],
+        candidate=origin["candidate"],
+        proposal_id=origin["proposal_id"],
+        outcome=origin["outcome"],
+        clicks=origin.get("clicks", 0),
         edited_by=user_id,
         seconds=float(answer.seconds),
         edits=int(answer.edits),
