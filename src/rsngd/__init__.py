@@ -7,6 +7,7 @@ from .memory import optimizer_state_bytes
 from .optimizer import RSNGD
 from .recipes import RECIPES
 from .schedule import lr_factor, warmup_cosine
+from .settings import Settings
 from .subspaces import tag_parameter_names
 from .woodbury import damped_cholesky_solve, natural_gradient
 
@@ -14,6 +15,7 @@ __all__ = [
     "RECIPES",
     "RSNGD",
     "TARGETS",
+    "Settings",
     "ablations",
     "create_optimizer",
     "damped_cholesky_solve",

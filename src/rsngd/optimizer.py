@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
 import torch
@@ -45,15 +45,13 @@ from . import adamw, history
 from .checks import Checker, check_group
 from .per_layer import LayerHooks
 from .projection import Factors, change_basis, clamp_ranks, core_shape, project_back_local, project_local
-from .recipes import DEFAULT, RECIPES
 from .residual import batches, ortho_directions, outside, quantised_momentum
+from .settings import NAMES, Settings
 from .sharding import Layout, Reducer, is_dtensor, layout, local, row_sharded
 from .subspaces import Subspaces
 from .woodbury import compute_dtype
 
 __all__ = ["RSNGD", "Entry"]
-
-_BEST = RECIPES[DEFAULT].projected  # the class's defaults are the default recipe's settings
 
 
 @dataclass
@@ -74,54 +72,22 @@ class RSNGD(Optimizer):
     """Random-subspace stochastic natural gradient descent.
 
     Args:
-        params: parameters or parameter groups; every argument below can be set per group.
-        lr: learning rate of the projected tensors (the ``rsngd`` recipe's).
-        rank: Tucker rank per mode: an int for all modes, one per mode, or a float in (0, 1], a fraction of the
-            tensor's smallest side (the default 1/8: rank 32 for a 256-wide layer). ``None`` makes the group plain
-            AdamW. Ranks are clamped to the tensor's sizes.
-        history: s, the number of past projected gradients kept for the Fisher.
-        damping: λ, absolute or relative to the mean eigenvalue of GᵀG (``damping_mode``).
-        damping_mode: ``"relative"`` (λ = damping · trace(GᵀG) / filled columns; scale free) or ``"absolute"`` (λ =
-            damping).
-        update_gap: steps between renewals of the subspace; the history is carried into the new basis.
-        stagger_renewals: spread the tensors' renewals over the ``update_gap`` steps (a phase per tensor) instead of
-            renewing every subspace on the same step.
-        fisher: ``"global"`` (one s × s system for every projected tensor) or ``"tensor"``.
-        momentum: β of the momentum taken over the history window (no extra state).
-        scale: multiplies the projected update (GaLore's α).
-        residual: what to do with the part of the gradient outside the subspace: ``"ortho"`` (the default: its polar
-            factor by Newton–Schulz, a Muon step without a buffer, ``rsngd.orthogonal``) or ``"none"`` (drop it: the
-            subspace step alone). Sharded parameters send each matrix's residual to one owner rank
-            (``rsngd.ortho_dist``); with ``data_parallel`` the ranks split the matrices; with ``per_layer`` it is
-            taken in the gradient hook.
-        residual_scale: multiplies the residual update (its lr is ``lr × residual_scale``; 4 in the recipe).
-        residual_momentum: β of a Nesterov momentum of the residual kept whole-size but quantised to ``residual_bits``
-            bits (``rsngd.compact``); 0 (the default) keeps the residual stateless.
-        residual_bits: 8 or 4, the precision of the residual's momentum buffer.
-        adamw_state: for the tensors updated with AdamW: ``"full"`` (float32 moments) or ``"light"`` (matrices only:
-            an 8-bit first moment and a factored second moment, as Adafactor's; about 1/8 of AdamW's state).
-        weight_decay: decoupled weight decay (as AdamW), for every tensor of the group.
-        betas: AdamW betas for the AdamW-updated tensors.
-        eps: AdamW epsilon (also guards the RMS normalisation).
-        seed: base seed of the random subspaces. A tensor's subspaces depend on it, on the tensor's name (from named
-            parameter groups, e.g. ``create_optimizer`` or ``Optimizer(model.named_parameters())``, or from
-            :func:`tag_parameter_names`) or else its position among the optimizer's parameters, and on the renewal
-            count; not on the device, the world size or how the tensor is sharded.
-        per_layer: project each matrix's gradient as soon as backward has produced it and free the gradient (GaLore's
-            "layerwise" memory saving: projected matrices never hold all their gradients at once); the residual step
-            (decay included) is taken there too, and ``step`` then solves and applies the subspace step, with the
-            global Fisher exact (the cores, not the gradients, are what it needs). One process only. Without a
-            residual, micro-batches accumulate in the cores; with one, one backward per step.
-        cache_factors: keep this rank's rows of the factors between renewals (faster steps; the memory is reported by
-            :meth:`factor_cache_bytes`) instead of regenerating them from the seed on every step (the default: no
-            factor memory).
+        params: parameters or parameter groups; a group may set any of the settings (``**settings``) for itself.
+        per_layer: project each matrix's gradient as soon as backward has produced it and free the gradient
+            (GaLore's "layerwise" memory saving: projected matrices never hold all their gradients at once); the
+            residual step (decay included) is taken there too, and ``step`` then solves and applies the subspace
+            step, with the global Fisher exact (the cores, not the gradients, are what it needs). One process only.
+            Without a residual, micro-batches accumulate in the cores; with one, one backward per step.
         partitioned: the optimizer holds one rank's partition of the model (as inside ``ZeroRedundancyOptimizer``):
-            the global Fisher's sums (GᵀG, filled rows) and the non-finite check are summed over ``process_group``, so
-            every rank solves the same system as one process would. Every rank must call ``step`` together.
+            the global Fisher's sums (GᵀG, filled rows) and the non-finite check are summed over ``process_group``,
+            so every rank solves the same system as one process would. Every rank must call ``step`` together.
         data_parallel: the parameters and gradients are the same on every rank of ``process_group`` (DDP): the
             residual's Newton–Schulz work is split among the ranks and the results broadcast.
-        process_group: the group of the ranks for ``partitioned``, ``data_parallel`` and for the non-finite check with
-            sharded parameters (default: the whole world).
+        process_group: the group of the ranks for ``partitioned``, ``data_parallel`` and for the non-finite check
+            with sharded parameters (default: the whole world).
+        **settings: any field of :class:`rsngd.settings.Settings` (learning rate, rank, history, damping, the
+            residual, the AdamW part…; each documented there), for every group that does not set its own. An unknown
+            name is a TypeError.
 
     Settings that measured no better (other normalisations, Fira and sign residuals, a low-rank residual
     momentum, Adam's denominator on the core, SVD factors) are taken by ``rsngd.ablations.AblationRSNGD``, a
@@ -140,32 +106,18 @@ class RSNGD(Optimizer):
     def __init__(
         self,
         params: Iterable[Tensor] | Iterable[dict[str, Any]],
-        lr: float = RECIPES[DEFAULT].lr,
-        rank: int | float | tuple[int, ...] | None = _BEST["rank"],
-        history: int = _BEST["history"],
-        damping: float = 0.01,
-        damping_mode: str = "relative",
-        update_gap: int = 200,
-        fisher: str = "global",
-        momentum: float = 0.9,
-        scale: float = 1.0,
-        residual: str = _BEST["residual"],
-        residual_scale: float = _BEST["residual_scale"],
-        residual_momentum: float = 0.0,
-        residual_bits: int = 8,
-        adamw_state: str = "full",
-        weight_decay: float = 0.0,
-        betas: tuple[float, float] = (0.9, 0.999),
-        eps: float = 1e-8,
-        seed: int = 0,
-        cache_factors: bool = False,
-        stagger_renewals: bool = True,
+        *,
         per_layer: bool = False,
         partitioned: bool = False,
         data_parallel: bool = False,
         process_group: dist.ProcessGroup | None = None,
+        **settings: Any,
     ) -> None:
-        settings = {k: v for k, v in locals().items() if k not in _NOT_GROUP_SETTINGS}
+        unknown = sorted(set(settings) - NAMES)
+        if unknown:
+            hint = f" ({unknown[0]} is a setting of {self.refused[unknown[0]]})" if unknown[0] in self.refused else ""
+            raise TypeError(f"{type(self).__name__} got an unexpected keyword argument {unknown[0]!r}{hint}")
+        settings = {**asdict(Settings()), **settings}
         super().__init__(params, {**settings, "nonfinite_steps": 0, **self._more_settings()})
         for group in self.param_groups:
             self._check_group(group)
@@ -489,7 +441,3 @@ class RSNGD(Optimizer):
                     self.state[p][key] = value.to(device=p.device, copy=True)
             if "hist" in self.state[p]:  # a history saved whole and loaded sharded, or the other way round
                 self.state[p]["hist"] = history.fit(self.state[p]["hist"], p, layout(p))
-
-
-_NOT_GROUP_SETTINGS = ("self", "params", "per_layer", "partitioned", "data_parallel", "process_group", "__class__")
-"""Arguments of ``RSNGD`` that are not per-group settings."""
