@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from PIL import Image
 
+from .frame import fit_scale
 from .record import Page, rasterize
 from .tokenizer import normalise_box, tokenize_words
 
@@ -68,7 +69,7 @@ class Placement:
 
     def scale(self, page: Page, side: int) -> float:
         """Page pixels → pixels of a square of ``side`` (the image or the mask grid)."""
-        return side / max(page.width, page.height) * self.zoom
+        return fit_scale(page.width, page.height, side) * self.zoom
 
     def offset(self, mask_size: int, side: int) -> tuple[float, float]:
         """The top left corner in pixels of a square of ``side``."""

@@ -18,7 +18,14 @@ from PIL import Image
 
 from .record import Page
 
-__all__ = ["PageFrame"]
+__all__ = ["PageFrame", "fit_scale"]
+
+
+def fit_scale(width: float, height: float, side: float) -> float:
+    """Page pixels → pixels of a square of ``side`` that the page fits by its longest side: the one formula of the
+    page ↔ square mapping (inference's :class:`PageFrame`, training's ``Placement`` at zoom 1, the CLIP tower's
+    region cells)."""
+    return side / max(width, height)
 
 
 @dataclass(frozen=True)
@@ -42,7 +49,7 @@ class PageFrame:
     @property
     def scale(self) -> float:
         """Page pixels → pixels of the input image."""
-        return self.image_size / max(self.width, self.height)
+        return fit_scale(self.width, self.height, self.image_size)
 
     @property
     def frame(self) -> float:

@@ -25,6 +25,7 @@ from torch import Tensor, nn
 from transformers import CLIPTextModel
 
 from ..data.collate import CollateConfig, DocumentCollator
+from ..data.frame import fit_scale
 from ..data.record import Page, union_box
 from ..data.shards import DocumentDataset
 from ..data.source import DataConfig, load_tokenizer
@@ -114,7 +115,7 @@ class ClipCollator:
         texts, owners, cells, seen = [], [], [], set()
         for b, (pos, page) in enumerate(good):
             rng = random.Random(self.seed * 1_000_003 + pos)
-            s = self.size / max(page.width, page.height) / EMBED_STRIDE  # page pixels → embedding cells
+            s = fit_scale(page.width, page.height, self.size) / EMBED_STRIDE  # page pixels → embedding cells
             for text, (x0, y0, x1, y1) in self.regions(page, rng):
                 key = text.lower().strip()
                 if key in seen:  # duplicate texts would be false negatives for each other
