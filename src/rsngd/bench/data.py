@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -122,7 +123,7 @@ def train_tokenizer(text: str, vocab_size: int, cache: Path):
     )
     tok.train_from_iterator(_chunks(text), trainer=trainer)
     cache.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
+    tmp = _private_tmp(path)
     tok.save(str(tmp))
     tmp.replace(path)
     return tok
@@ -168,11 +169,18 @@ def load_corpus(
         # int32 halves the cache and the memory of a large corpus (C4 for llama-60m: ~1.3 B tokens).
         ids = {name: _encode(tok, text) for name, text in (("train", train_text), ("val", val_text))}
         cache.mkdir(parents=True, exist_ok=True)
-        torch.save(ids, path.with_suffix(".tmp"))
-        path.with_suffix(".tmp").replace(path)
+        tmp = _private_tmp(path)
+        torch.save(ids, tmp)
+        tmp.replace(path)
     # Text files are named by their stems: "notes" for notes.txt.gz, "a+b" for a.txt,b.txt.
     name = spec if spec in CORPORA else "c4" if spec.startswith("c4:") else "+".join(_stem(p) for p in spec.split(","))
     return Corpus(name, ids["train"], ids["val"], note, tok.get_vocab_size())
+
+
+def _private_tmp(path: Path) -> Path:
+    """A temporary name beside ``path`` that no other process writes: runs started together on one cache each write
+    their own file and rename it into place (the last rename wins; both wrote the same content)."""
+    return path.with_name(f"{path.name}.{os.getpid()}.tmp")
 
 
 def _stem(path: str) -> str:

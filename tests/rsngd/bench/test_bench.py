@@ -2,6 +2,7 @@
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -127,6 +128,38 @@ def test_tokenizer_and_tokens_are_cached(tmp_path, text_file):
     second = load_corpus(str(text_file), 300, cache=cache)
     assert {p.name: p.stat().st_mtime_ns for p in cache.iterdir()} == mtimes
     assert torch.equal(first.train, second.train) and first.vocab_size <= 300
+
+
+def _load_after_both_wrote(path: str, cache: str, barrier) -> None:
+    """load_corpus in a process of its own, its token file renamed into place only once the other process has
+    written its own (the race of two runs started together on one cache)."""
+    import rsngd.bench.data as data
+
+    save = data.torch.save
+
+    class _Torch:
+        def __getattr__(self, name):
+            return getattr(torch, name)
+
+        @staticmethod
+        def save(obj, f):
+            save(obj, f)
+            barrier.wait(timeout=60)
+
+    data.torch = _Torch()
+    load_corpus(path, 300, cache=Path(cache))
+
+
+def test_runs_started_together_share_a_cache(tmp_path, text_file):
+    ctx = torch.multiprocessing.get_context("spawn")
+    barrier, cache = ctx.Barrier(2), tmp_path / "cache"
+    procs = [ctx.Process(target=_load_after_both_wrote, args=(str(text_file), str(cache), barrier)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    assert [p.exitcode for p in procs] == [0, 0]
+    assert sorted(p.suffix for p in cache.iterdir()) == [".json", ".pt"]  # no temporary file left
 
 
 def test_wikitext_trains_on_valid_and_evaluates_on_test(tmp_path):
