@@ -29,14 +29,14 @@ RSNGD_VARIANTS = ["rsngd:fisher=tensor", "rsngd:residual=fira", "rsngd:projectio
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
-    """``rsngd bench`` (train the same LLaMA with each optimizer) and its subcommands ``report``, ``tune`` and
-    ``retune``, each registered by its module."""
-    from . import retune, tune
+    """``rsngd bench`` (train the same LLaMA with each optimizer) and its subcommands ``report``, ``tune``,
+    ``retune`` and ``frontier``, each registered by its module."""
+    from . import frontier, retune, tune
     from .presets import PRESETS
 
     ap = sub.add_parser(
         "bench",
-        help="the optimizer benchmark; its subcommands: report (tables and plots), tune, retune",
+        help="the optimizer benchmark; its subcommands: report (tables and plots), tune, retune, frontier",
         description="Train the same LLaMA with each optimizer.",
     )
     ap.add_argument("--preset", default="smoke", help=f"one of {', '.join(PRESETS)} (default smoke)")
@@ -93,10 +93,11 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         help="under torchrun: DistributedDataParallel or FSDP2 fully_shard (rsngd and adamw only)",
     )
     ap.set_defaults(func=run_bench, parser=ap)
-    more = ap.add_subparsers(dest="bench_command", metavar="{report,tune,retune}")
+    more = ap.add_subparsers(dest="bench_command", metavar="{report,tune,retune,frontier}")
     _add_report(more)
     tune.add_parser(more)
     retune.add_parser(more)
+    frontier.add_parser(more)
     return ap
 
 
