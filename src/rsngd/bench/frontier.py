@@ -25,7 +25,7 @@ from docsections import fill_section
 
 from .optimizers import protocol_settings
 from .report import NAMES, protocol_runs, summarize
-from .runs import _key, _order, load_runs
+from .runs import _key, _order, label_settings, load_runs
 
 FRONTIER_START = "<!-- bench-frontier:start -->"
 FRONTIER_END = "<!-- bench-frontier:end -->"
@@ -49,10 +49,13 @@ def frontier_runs(runs: list[dict[str, Any]], seeds: list[int] | None = None) ->
     ran (labelled with any of the protocol's values they did not use); only ``seeds`` when given."""
     chosen = protocol_settings()
     own = []
-    for r in runs:
+    for key in dict.fromkeys(_key(r) for r in runs):
+        # Labelled within their setting: a spec that ran with other settings at another length is one point here.
+        here = [{**r, "optimizer": r.get("spec", r["optimizer"])} for r in runs if _key(r) == key]
+        own += [r for r in label_settings(here) if ":" in r.get("spec", r["optimizer"])]
+    out = []
+    for r in own:
         spec = r.get("spec", r["optimizer"])
-        if ":" not in spec:
-            continue
         # The protocol's values this run did not use (its spec's own keys aside), named in its label.
         name, _, keys = spec.partition(":")
         mine = {k.split("=")[0] for k in keys.split(",")}
@@ -61,8 +64,8 @@ def frontier_runs(runs: list[dict[str, Any]], seeds: list[int] | None = None) ->
         off = [f"{k}={hp[k]:g}" for k, v in want.items() if k not in mine and k in hp and not math.isclose(hp[k], v)]
         if off and " (" not in r["optimizer"]:
             r = {**r, "optimizer": f"{r['optimizer']} ({', '.join(off)})"}
-        own.append(r)
-    return [r for r in protocol_runs(runs) + own if seeds is None or r["seed"] in seeds]
+        out.append(r)
+    return [r for r in protocol_runs(runs) + out if seeds is None or r["seed"] in seeds]
 
 
 def points(runs: list[dict[str, Any]], reference: str = "muon") -> list[dict[str, Any]]:

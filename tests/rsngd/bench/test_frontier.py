@@ -47,6 +47,8 @@ def results(tmp_path):
             # Off the protocol (its lr is not the chosen one), and more state for a worse loss: not on the frontier.
             run("rsngd:residual_momentum=0.95,residual_rank=192", seed, 3.06 + shift, 840, lr=0.005),
         ]
+    # The same spec on another corpus at another lr: its own row there, no label change here.
+    runs.append({**run("rsngd:residual_momentum=0.95,residual_bits=8", 1, 3.3, 170, lr=0.02), "dataset": "other"})
     runs.append(run("muon", 0, 2.0, 500))  # the tuning seed: left out with --seeds 1 2 3
     runs.append(run("muon", 1, 3.5, 500, lr=0.02))  # a plain method off the protocol: not a point
     path = tmp_path / "runs.json"
