@@ -7,7 +7,8 @@ Usage: python benchmarks/scripts/distributed.py [--worlds 2 4] [--steps 8] [--me
    matrices orthogonalised by owner ranks), ZeRO (``ZeroRedundancyOptimizer`` over DDP, ``partitioned=True``)
    and DDP (``data_parallel=True``: the ranks split the Newton–Schulz work) against one process on the same global
    batches, ``--steps`` steps with renewals every 3 steps (staggered), for the ``rsngd`` recipe, its subspace step
-   alone and the recipe with a 4-bit residual momentum; the largest parameter difference.
+   alone, the recipe with a 4-bit residual momentum and the ``rsngd-momentum`` recipe (its 8-bit momentum); the
+   largest parameter difference.
 2. Memory per process (float32 LLaMA with ``--memory-hidden``, 4 layers, vocabulary 8192, created on the meta
    device and materialised after sharding): peak RSS above the process's RSS before the model was built (the
    transient whole matrices of the residual's owners included), the optimizer state bytes of the process, and
@@ -244,6 +245,7 @@ def main() -> None:
         ("rsngd recipe", {}),
         ("residual=none", {"residual": "none"}),
         ("4-bit residual momentum", {"residual_momentum": 0.95, "residual_bits": 4}),
+        ("rsngd-momentum recipe", {"residual_momentum": 0.95, "residual_bits": 8, "residual_scale": 1.0}),
     )
     if args.memory_only and args.out.exists():
         result["equality"] = json.loads(args.out.read_text())["equality"]

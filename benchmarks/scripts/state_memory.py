@@ -4,10 +4,10 @@ Usage: python benchmarks/scripts/state_memory.py [--hidden 512 --layers 4 --voca
 
 Counts, with ``rsngd.optimizer_state_bytes`` after one step, the state of the projected matrices (attention +
 MLP) and of the whole model (embeddings, head and norms included) for AdamW, Muon (``torch.optim.Muon`` on the
-projected matrices, AdamW on the rest), the ``rsngd``, ``rsngd-lite`` and ``rsngd-subspace`` recipes as
-``create_optimizer`` gives them, ``rsngd`` with the embeddings and head in full AdamW (``adamw_state="full"``),
-and GaLore (if ``galore-torch`` is installed; rank hidden/4: both the memory really held and the bytes of its
-tensors' own elements, its projector keeping a view of the full SVD factor alive). Writes JSON.
+projected matrices, AdamW on the rest), the ``rsngd``, ``rsngd-lite``, ``rsngd-momentum`` and ``rsngd-subspace``
+recipes as ``create_optimizer`` gives them, ``rsngd`` with the embeddings and head in full AdamW
+(``adamw_state="full"``), and GaLore (if ``galore-torch`` is installed; rank hidden/4: both the memory really held
+and the bytes of its tensors' own elements, its projector keeping a view of the full SVD factor alive). Writes JSON.
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ def main() -> None:
         "muon": rsngd.create_optimizer(named, "muon", lr=0.02),
         "rsngd": rsngd.create_optimizer(named),
         "rsngd-lite": rsngd.create_optimizer(named, "rsngd-lite"),
+        "rsngd-momentum": rsngd.create_optimizer(named, "rsngd-momentum"),
         "rsngd-subspace": rsngd.create_optimizer(named, "rsngd-subspace"),
         "rsngd (adamw_state=full)": rsngd.create_optimizer(named, adamw_state="full"),
     }

@@ -87,6 +87,7 @@ def build(name: str, params: list[torch.nn.Parameter], hidden: int, gap: int) ->
         "rsngd-subspace": ("rsngd-subspace", {"update_gap": gap}),
         "rsngd": ("rsngd", {"update_gap": gap}),  # the recipe: rank 1/8, orthogonalised residual
         "rsngd-cached": ("rsngd", {"update_gap": gap, "cache_factors": True}),
+        "rsngd-momentum": ("rsngd-momentum", {"update_gap": gap}),  # + the residual's 8-bit momentum
     }
     method, hp = settings[name]
     return rsngd.create_optimizer(named(params), method, **hp)

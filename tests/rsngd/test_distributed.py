@@ -15,7 +15,10 @@ TOL = 1e-10
 
 
 RECIPE_STATE = {"residual_momentum": 0.95, "residual_bits": 4, "adamw_state": "light"}
-"""The stateful options: a 4-bit residual momentum and the light AdamW state of the embedding."""
+"""The stateful options: a 4-bit residual momentum (two codes a byte) and the light AdamW state of the embedding."""
+
+MOMENTUM_STATE = {"residual_momentum": 0.95, "residual_bits": 8, "residual_scale": 1.0, "adamw_state": "light"}
+"""The rsngd-momentum recipe's states: the residual's 8-bit momentum and the light AdamW state."""
 
 
 @pytest.mark.parametrize(
@@ -27,8 +30,17 @@ RECIPE_STATE = {"residual_momentum": 0.95, "residual_bits": 4, "adamw_state": "l
         {"residual": "sign", "residual_scale": 0.1},
         {"cache_factors": True},
         RECIPE_STATE,
+        MOMENTUM_STATE,
     ],
-    ids=["defaults", "tensor-fisher", "no-residual", "sign-residual", "cached-factors", "quantised-states"],
+    ids=[
+        "defaults",
+        "tensor-fisher",
+        "no-residual",
+        "sign-residual",
+        "cached-factors",
+        "quantised-states",
+        "rsngd-momentum",
+    ],
 )
 def test_fsdp2_equals_one_process_across_renewals(hp):
     diffs = C.spawn(2, C.case_fsdp2_equals_one_process, hp)

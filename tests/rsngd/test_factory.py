@@ -85,6 +85,9 @@ def test_the_plain_call_is_the_rsngd_recipe_and_rsngd_defaults_agree():
     lite = rsngd.create_optimizer(Block().named_parameters(), "rsngd-lite").param_groups[0]
     assert (lite["rank"], lite["history"]) == (1 / 16, 8)
     assert rsngd.create_optimizer(Block().named_parameters(), "rsngd-subspace").param_groups[0]["residual"] == "none"
+    momentum, rest, _ = rsngd.create_optimizer(Block().named_parameters(), "rsngd-momentum").param_groups
+    assert (momentum["residual_momentum"], momentum["residual_bits"], momentum["residual_scale"]) == (0.95, 8, 1.0)
+    assert rest["adamw_state"] == "light"
 
 
 def test_moved_settings_are_refused_with_where_they_went():

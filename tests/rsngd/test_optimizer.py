@@ -201,6 +201,7 @@ def train_steps(model, opt, batches):
         ("random", "global", "fira", torch.bfloat16),
         ("random", "global", "ortho+momentum", torch.float32),
         ("random", "global", "ortho+q4", torch.float32),
+        ("random", "global", "ortho+q8", torch.float32),
     ],
 )
 def test_state_dict_round_trip_resumes_bit_exactly(gen, tmp_path, projection, fisher, residual, dtype):
@@ -208,8 +209,9 @@ def test_state_dict_round_trip_resumes_bit_exactly(gen, tmp_path, projection, fi
     kw = dict(rank=8, history=4, update_gap=3, projection=projection, fisher=fisher, residual=residual)
     if residual == "ortho+momentum":
         kw.update(residual="ortho", residual_momentum=0.95, residual_rank=3)
-    if residual == "ortho+q4":  # the whole-size 4-bit residual momentum, and the light AdamW state
-        kw.update(residual="ortho", residual_momentum=0.95, residual_bits=4, adamw_state="light")
+    if residual in ("ortho+q4", "ortho+q8"):  # the whole-size quantised residual momentum, the light AdamW state
+        bits = int(residual[-1])
+        kw.update(residual="ortho", residual_momentum=0.95, residual_bits=bits, adamw_state="light")
 
     def make(model):
         return AblationRSNGD(rsngd.param_groups(model.to(dtype), **kw), lr=3e-3)
@@ -582,6 +584,7 @@ def test_step_makes_no_host_synchronisation(gen, monkeypatch, stateful):
         ("tensor", 3, "none"),
         ("global", 1, "ortho"),
         ("tensor", 1, "ortho"),
+        ("global", 1, "ortho+q8"),
     ],
 )
 def test_per_layer_steps_equal_the_normal_steps_and_free_gradients(fisher, accumulation, residual):
@@ -591,7 +594,10 @@ def test_per_layer_steps_equal_the_normal_steps_and_free_gradients(fisher, accum
     def train(per_layer):
         torch.manual_seed(0)
         model = tiny_llama().double()
-        groups = rsngd.param_groups(model, rank=4, fisher=fisher, update_gap=3, residual=residual, weight_decay=0.1)
+        kw = {"residual": residual}
+        if residual == "ortho+q8":  # the rsngd-momentum recipe's 8-bit residual momentum
+            kw = {"residual": "ortho", "residual_momentum": 0.95, "residual_bits": 8}
+        groups = rsngd.param_groups(model, rank=4, fisher=fisher, update_gap=3, weight_decay=0.1, **kw)
         opt = RSNGD(groups, lr=1e-2, per_layer=per_layer)
         g = torch.Generator().manual_seed(5)
         held = []
