@@ -4,9 +4,9 @@ benchmark setting on one plot, each compared seed by seed with a reference metho
 A point is one method or spec at one setting (corpus, preset, steps): its mean final loss over the seeds given, its
 standard error, and its state against AdamW's measured in the same setting (of the attention and MLP matrices, and
 of the whole model). The plain methods are taken at the settings the tuning protocol chose for that length
-(:func:`~rsngd.bench.report.protocol_runs`); a spec with its own ``key=value`` (``rsngd:residual_bits=8,...``) is a
-point of its own. A point is on the frontier when no other point of its setting has at most its state and at most its
-loss, one of them strictly less.
+(:func:`~rsngd.bench.report.protocol_runs`; a ``--batch`` variant takes its preset's at the same tokens); a spec
+with its own ``key=value`` (``rsngd:residual_bits=8,...``) is a point of its own. A point is on the frontier when no
+other point of its setting has at most its state and at most its loss, one of them strictly less.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 
 from docsections import fill_section
 
-from .optimizers import protocol_settings
+from .optimizers import protocol_for
 from .report import NAMES, protocol_runs, summarize
 from .runs import _key, _order, label_settings, load_runs
 
@@ -47,7 +47,6 @@ def describe(label: str) -> str:
 def frontier_runs(runs: list[dict[str, Any]], seeds: list[int] | None = None) -> list[dict[str, Any]]:
     """The runs that make points: plain methods at the protocol's settings, specs with their own settings as they
     ran (labelled with any of the protocol's values they did not use); only ``seeds`` when given."""
-    chosen = protocol_settings()
     own = []
     for key in dict.fromkeys(_key(r) for r in runs):
         # Labelled within their setting: a spec that ran with other settings at another length is one point here.
@@ -59,7 +58,7 @@ def frontier_runs(runs: list[dict[str, Any]], seeds: list[int] | None = None) ->
         # The protocol's values this run did not use (its spec's own keys aside), named in its label.
         name, _, keys = spec.partition(":")
         mine = {k.split("=")[0] for k in keys.split(",")}
-        want = chosen.get((r["preset"]["name"], r.get("steps", r["preset"].get("steps"))), {}).get(name, {})
+        want = protocol_for(r["preset"], r.get("steps", r["preset"].get("steps"))).get(name, {})
         hp = r.get("hyperparameters") or {}
         off = [f"{k}={hp[k]:g}" for k, v in want.items() if k not in mine and k in hp and not math.isclose(hp[k], v)]
         if off and " (" not in r["optimizer"]:

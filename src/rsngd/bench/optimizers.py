@@ -33,6 +33,8 @@ from torch import nn
 import rsngd
 from rsngd.recipes import RECIPES
 
+from .presets import PRESETS
+
 
 def recipe_settings(name: str) -> dict[str, Any]:
     """An RS-SNGD recipe's settings as benchmark hyperparameters: a fractional rank 1/n as its width rule
@@ -122,6 +124,27 @@ def protocol_settings() -> dict[tuple[str, int], dict[str, dict[str, Any]]]:
     horizon = {name: (f["preset"], int(f["steps"])) for name, f in files.items()}
     superseded = {f.get("base") for name, f in files.items() if horizon.get(f.get("base")) == horizon[name]}
     return {horizon[name]: f["settings"] for name, f in files.items() if name not in superseded}
+
+
+BATCH_VARIANT = re.compile(r"(?P<preset>.+)-b(?P<batch>[0-9]+)")
+"""The name ``rsngd bench --batch N`` gives a preset at another batch: ``NAME-bN``."""
+
+
+def protocol_for(preset: dict[str, Any], steps: int) -> dict[str, dict[str, Any]]:
+    """The settings the tuning protocol chose for a run of ``preset`` (the run's recorded preset) at ``steps``
+    (method → hyperparameters; {} where none was chosen). A batch variant ``NAME-bN`` that no settings file chose
+    for takes those chosen for ``NAME`` at the same number of tokens: every method's lrs kept as the batch grows."""
+    chosen = protocol_settings()
+    if (preset["name"], steps) in chosen:
+        return chosen[(preset["name"], steps)]
+    variant = BATCH_VARIANT.fullmatch(preset["name"])
+    if variant is None:
+        return {}
+    base = PRESETS.get(variant["preset"])
+    tokens = steps * int(variant["batch"])
+    if base is None or tokens % base.batch:
+        return {}
+    return chosen.get((base.name, tokens // base.batch), {})
 
 
 def load_tuned(path: Path | str | None) -> dict[str, dict[str, Any]]:

@@ -12,7 +12,7 @@ from typing import Any
 
 from docsections import fill_section
 
-from .optimizers import protocol_settings
+from .optimizers import protocol_for
 from .overfit import equal_train_loss_markdown
 from .plots import plots
 from .runs import _best, _key, _order, _tokens, load_runs
@@ -254,12 +254,11 @@ def headline(rows: list[dict[str, Any]]) -> str:
 
 def protocol_runs(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The runs of plain method specs made at the settings the tuning protocol chose for their preset and length
-    (:func:`~rsngd.bench.optimizers.protocol_settings`), labelled by their method."""
-    chosen = protocol_settings()
+    (:func:`~rsngd.bench.optimizers.protocol_for`), labelled by their method."""
     out = []
     for r in runs:
         spec = r.get("spec", r["optimizer"])
-        want = chosen.get((r["preset"]["name"], r.get("steps", r["preset"].get("steps"))), {}).get(spec)
+        want = protocol_for(r["preset"], r.get("steps", r["preset"].get("steps"))).get(spec)
         hp = r.get("hyperparameters") or {}
         if ":" not in spec and want and all(k in hp and math.isclose(hp[k], v) for k, v in want.items()):
             out.append({**r, "optimizer": spec})

@@ -101,3 +101,33 @@ def test_without_an_adamw_run_there_is_no_state_to_compare(tmp_path):
     path.write_text(json.dumps([run("muon", 1, 2.9, 500)]))
     with pytest.raises(SystemExit, match="AdamW"):
         frontier([path], tmp_path / "out")
+
+
+def test_a_batch_variant_keeps_the_settings_chosen_at_its_tokens():
+    from rsngd.bench.optimizers import protocol_for, protocol_settings
+
+    long = protocol_settings()[("cpu-long", 2000)]
+    # cpu-long at 32 sequences a step: 500 steps are cpu-long's 2000 steps of 8, so its settings.
+    assert protocol_for({"name": "cpu-long-b32"}, 500) == long
+    assert protocol_for({"name": "cpu-long-b16"}, 1000) == long
+    # Other tokens, an unknown preset, a batch that does not divide: nothing chosen, so no plain method is a point.
+    assert protocol_for({"name": "cpu-long-b32"}, 400) == {}
+    assert protocol_for({"name": "nope-b32"}, 500) == {}
+    assert protocol_for({"name": "cpu-long-b3"}, 500) == {}
+
+
+def test_batch_variant_runs_make_their_own_setting(results, tmp_path):
+    runs = json.loads(results.read_text())
+    wide = {"name": "cpu-long-b32", "steps": 500, "batch": 32, "seq": 256}
+    b32 = [{**r, "preset": wide, "steps": 500, "final_val_loss": r["final_val_loss"] - 0.1} for r in runs]
+    path = tmp_path / "b32.json"
+    path.write_text(json.dumps(b32))
+    pts = points(frontier_runs(load_runs([results, path]), seeds=[1, 2, 3]))
+    settings = {(p["preset"], p["label"]) for p in pts}
+    # The plain methods at cpu-long's lrs are points at batch 32 as well; the muon run at another lr is not.
+    assert {label for preset, label in settings if preset == "cpu-long-b32, 500 steps"} == {
+        label for preset, label in settings if preset == "cpu-long, 2000 steps"
+    }
+    assert len(settings) == 10
+    muon = next(p for p in pts if p["preset"] == "cpu-long-b32, 500 steps" and p["label"] == "muon")
+    assert muon["val_loss"] == pytest.approx(2.82 + 0.01 / 3)
