@@ -20,6 +20,7 @@ PyPI): SVD factors of the gradient renewed every 200 steps at GaLore's rank, a F
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import re
 from dataclasses import dataclass, field
@@ -117,6 +118,7 @@ def settings_file(path: Path | str) -> Path:
     )
 
 
+@functools.cache  # the packaged files, read once per process (every run of a report asks)
 def protocol_settings() -> dict[tuple[str, int], dict[str, dict[str, Any]]]:
     """(preset, steps) → the settings the tuning protocol chose at that length: the packaged file chosen there, or
     where one was chosen again from another at the same length (``tuned-long-lr`` from ``tuned-long``), the last."""
