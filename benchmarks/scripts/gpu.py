@@ -50,6 +50,9 @@ def add_run_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--mem-batch", type=int, default=1, help="memory part: sequences per step (default 1)")
     ap.add_argument("--mem-seq", type=int, default=256, help="memory part: tokens per sequence")
     ap.add_argument("--mem-steps", type=int, default=10, help="memory part: timed steps after 2 warm-up steps")
+    ap.add_argument(
+        "--mem-shapes", default="llama-1b,llama-7b", help="memory part: comma-separated, of llama-1b, llama-7b"
+    )
     ap.add_argument("--lm-data", default="gcide", help="lm part: corpus (gcide, wikitext2, … as rsngd bench --data)")
     ap.add_argument("--lm-steps", type=int, default=1000, help="lm part: steps, fewer when the budget is short")
     ap.add_argument("--lm-batch", type=int, default=64, help="lm part: sequences of 256 tokens per step")

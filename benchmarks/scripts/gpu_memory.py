@@ -142,7 +142,12 @@ def measure_arm(
 
 def run(args, deadline: Deadline, device: torch.device, out: Path) -> dict[str, Any]:
     """Every shape × optimizer arm that fits in the deadline; ``out/memory.json`` rewritten after each."""
-    shapes = DRY_SHAPES if args.dry_run else SHAPES
+    every = DRY_SHAPES if args.dry_run else SHAPES
+    names = [n for n in getattr(args, "mem_shapes", ",".join(every)).split(",") if n]
+    unknown = sorted(set(names) - set(every))
+    if unknown:
+        raise SystemExit(f"--mem-shapes: unknown {unknown}; choose from {sorted(every)}")
+    shapes = {n: every[n] for n in names}
     batch, seq = (1, 16) if args.dry_run else (args.mem_batch, args.mem_seq)
     warmup, steps = (1, 2) if args.dry_run else (2, args.mem_steps)
     result: dict[str, Any] = {

@@ -69,25 +69,28 @@ def gb(n: float | None) -> str:
 
 def memory_table(data: dict) -> list[str]:
     p = data["protocol"]
+    steps = p["timed_steps"]
     lines = [
         f"Memory and step time, whole models with bf16 weights, one micro-batch of {p['batch']} × {p['seq']} "
-        f"tokens, median of {p['timed_steps']} steps after {p['warmup_steps']} warm-up steps. GB = 10⁹ bytes "
-        "(as GaLore and SCALE report).",
+        f"tokens, median of {'the timed steps in the last column' if steps == 'per row' else f'{steps} steps'} "
+        f"after {p['warmup_steps']} warm-up steps. GB = 10⁹ bytes (as GaLore and SCALE report). With "
+        "`per_layer=True` each layer's update runs inside the backward pass, so its optimizer step is in fwd+bwd.",
         "",
         "| model | optimizer | peak GB | weights | gradients | optimizer state | rest (activations, temporaries) "
-        "| weights + state | optimizer step ms | fwd+bwd ms |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| weights + state | optimizer step ms | fwd+bwd ms | timed steps |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in data["rows"]:
         head = f"| {r['shape']} | {r['optimizer']} |"
         if "peak_bytes" not in r:
             what = "skipped (budget)" if r.get("skipped") else "out of memory" if r.get("oom") else "error"
-            lines.append(f"{head} {what} | | | | | | | |")
+            lines.append(f"{head} {what} | | | | | | | | |")
             continue
         lines.append(
             f"{head} {gb(r['peak_bytes'])} | {gb(r['weights_bytes'])} | {gb(r['grads_bytes'])} | "
             f"{gb(r['state_bytes'])} | {gb(r['rest_bytes'])} | {gb(r['model_plus_state_bytes'])} | "
-            f"{1000 * r['opt_step_median_s']:.1f} | {1000 * r['fwd_bwd_median_s']:.1f} |"
+            f"{1000 * r['opt_step_median_s']:.1f} | {1000 * r['fwd_bwd_median_s']:.1f} | "
+            f"{r.get('timed_steps', steps)} |"
         )
     by = {(r["shape"], r["optimizer"]): r for r in data["rows"] if "peak_bytes" in r}
     seven = by.get(("llama-7b", "rsngd per_layer"))
@@ -99,6 +102,14 @@ def memory_table(data: dict) -> list[str]:
             f"- LLaMA-7B with per-layer RS-SNGD peaks at {gb(seven['peak_bytes'])} GB, {verdict} GaLore's "
             f"{GALORE_7B_GB:.0f} GB."
         )
+    for shape in ("llama-1b", "llama-7b"):
+        rs, mu = by.get((shape, "rsngd")), by.get((shape, "muon"))
+        if rs and mu:
+            lines.append(
+                f"- {shape}: the `rsngd` optimizer step takes {rs['opt_step_median_s'] / mu['opt_step_median_s']:.1f}"
+                f" × Muon's, and its temporaries (the rest column) are {gb(rs['rest_bytes'])} GB against Muon's "
+                f"{gb(mu['rest_bytes'])} GB."
+            )
     if one:
         best = min(one, key=lambda r: r["model_plus_state_bytes"])
         verdict = "below" if best["model_plus_state_bytes"] / 1e9 < SCALE_1B_GB else "above"
@@ -133,7 +144,7 @@ def lm_table(data: dict, plot: str | None) -> list[str]:
     return lines
 
 
-def docjepa_tables(base: dict | None, train: dict | None) -> list[str]:
+def docjepa_tables(base: dict | None, train: dict | None, part: dict | None = None) -> list[str]:
     lines: list[str] = []
     if base:
         p = base["protocol"]
@@ -146,6 +157,8 @@ def docjepa_tables(base: dict | None, train: dict | None) -> list[str]:
         ]
         for stage in ("pretrain", "finetune"):
             s = base.get(stage, {})
+            if "skipped" in s:
+                lines.append(f"| {stage} | skipped ({s['skipped']}) | | | | |")
             if "steps" in s:
                 lines.append(
                     f"| {stage} | {s['steps']} | {s['median_step_s']:.3f} | {s['pages_per_s']:.1f} | "
@@ -160,9 +173,12 @@ def docjepa_tables(base: dict | None, train: dict | None) -> list[str]:
             if held
             else "not scored there"
         )
+        ckpt = train.get("checkpoint") or (part or {}).get("checkpoint") or {}
+        status = (part or {}).get("status", "ok")
+        done = f"{ckpt['step']} of them done ({status})" if ckpt.get("step") is not None else status
         lines.append(
-            f"The demo recipe with {plan.get('steps', '?')} fine-tuning steps (question tower: "
-            f"{train.get('question_tower', '?')}): {score}; checkpoint {train.get('checkpoint')}."
+            f"The demo recipe with {plan.get('steps', '?')} fine-tuning steps planned, {done} (question tower: "
+            f"{train.get('question_tower', '?')}): {score}."
         )
     return lines
 
@@ -209,12 +225,16 @@ def report(results: Path, doc: Path) -> str:
             f"`benchmarks/results/gpu/{d.name}/`.",
             "",
         ]
+        if follow := summary.get("followup"):
+            lines += [f"Then, on the same kind of device: `{follow['command']}`.", ""]
         if (mem := read("memory")) is not None:
             lines += [*memory_table(mem), ""]
         if (lm := read("lm")) is not None:
             image = doc.parent / "images" / "gpu" / f"{d.name}-lm.png"
             lines += [*lm_table(lm, f"images/gpu/{d.name}-lm.png" if plot_lm(lm, image) else None), ""]
-        lines += docjepa_tables(read("docjepa-base"), read("docjepa-train"))
+        lines += docjepa_tables(
+            read("docjepa-base"), read("docjepa-train"), summary.get("parts", {}).get("docjepa-train")
+        )
     if not folders:
         lines = [
             "No GPU results are committed yet: every figure in these docs comes from 2 CPU cores. The command "
