@@ -123,6 +123,8 @@ def write_prediction(
         "lexical_prior_box": [round(float(v), 1) for v in prior_box] if prior_box else None,
         "known": pred.known,
         "confidence": float(pred.confidence[best]) if pred.confidence is not None else None,
+        "path": pred.path,  # "words": the answer is the word decoder's span; "mask": candidate ``best``, snapped
+        "words_confidence": pred.words_confidence,
         "candidates": [
             {
                 "rank": rank + 1,
@@ -149,13 +151,16 @@ def predict_file(
     device: str | None = None,
     multimask: bool = False,
     snap: bool = True,
+    answer_path: str = "auto",
 ) -> dict:
     """Run the model on a page (:func:`load_page` reads one from an image or a PDF), write PREFIX.mask.png /
     .overlay.png / .json; returns the JSON content. ``snap``: the answer becomes the box of the OCR words under the
-    chosen mask when they agree (the default)."""
+    chosen mask when they agree (the default); ``answer_path``: see ``DocumentPredictor``."""
     if not question.strip():
         raise UsageError("the question is empty")
-    predictor = DocumentPredictor.from_pretrained(checkpoint, device=device, snap=SNAP_AGREEMENT if snap else None)
+    predictor = DocumentPredictor.from_pretrained(
+        checkpoint, device=device, snap=SNAP_AGREEMENT if snap else None, answer_path=answer_path
+    )
     predictor.set_page(doc)
     pred = predictor.predict(question)
     return write_prediction(doc, pred, question, Path(out), multimask, pred.lexical_box)

@@ -57,8 +57,9 @@ def evaluate(
     keep_examples: int = 0,
     keep_rows: bool = False,
 ) -> dict:
-    """Scores of the model (its answer: the top-scored non-empty mask, snapped to the OCR words when the predictor
-    snaps) and of the baseline on the ``part`` pairs of ``roots``.
+    """Scores of the model (its answer as the predictor gives it: the top-scored non-empty mask, snapped to the OCR
+    words when the predictor snaps, or the word span; see ``DocumentPredictor.answer_path``), of each answer path
+    alone (``paths``: ``mask`` and ``words``) and of the baseline on the ``part`` pairs of ``roots``.
 
     With ``keep_examples`` > 0 the first few predictions are returned too (for the demo report); with ``keep_rows``
     one row per question (kind, the chosen candidate's predicted IoU, the model's IoU, the baseline's IoU), for
@@ -67,6 +68,7 @@ def evaluate(
     pairs, by_page = questions_by_page(roots, split, part, limit)
     pages = DocumentDataset(list(roots))
     model, base = Scores(), Scores()
+    paths = {"mask": Scores(), "words": Scores()}  # each answer path alone (the predictor's ``answer_path``)
     examples, rows = [], []
     bar = tqdm(total=len(pairs), desc=f"evaluate ({part})", disable=not progress, dynamic_ncols=True)
     skipped: list[str] = []
@@ -88,11 +90,17 @@ def evaluate(
             pred, _ = predictor.answer_mask(decoded, best)  # the chosen mask, snapped to the OCR words
             m_parts = best_answer(pred, answers)
             model.add(question.qtype, *m_parts, question.template)
+            by_path = {}
+            for name, scores in paths.items():
+                by_path[name] = best_answer(predictor.answer_mask(decoded, best, name)[0], answers)
+                scores.add(question.qtype, *by_path[name], question.template)
             bmask = box_mask(baseline_box(question.text, page.words), page, frame, size)
             b_parts = best_answer(bmask, answers)
             base.add(question.qtype, *b_parts, question.template)
             if keep_rows:
                 rows.append(_row(question, float(decoded.scores[best]), m_parts, b_parts))
+                rows[-1]["paths"] = {k: v[0] / v[1] if v[1] else 1.0 for k, v in by_path.items()}
+                rows[-1]["words_confidence"] = predictor.words_confidence(decoded)
             if len(examples) < keep_examples:
                 examples.append(_example(page, question, pred, bmask, answers, frame))
             bar.update(1)
@@ -105,6 +113,7 @@ def evaluate(
         "pages": len(by_page) - len(skipped),
         "skipped_pages": len(skipped),
         "model": model.summary(),
+        "paths": {name: scores.summary() for name, scores in paths.items()},
         "baseline": base.summary(),
     }
     if keep_examples:

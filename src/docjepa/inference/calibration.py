@@ -49,10 +49,23 @@ class Calibration:
     """An answer is ``known`` when its calibrated IoU is at least this."""
     fitted_on: dict = field(default_factory=dict)
     """Where the map was fitted: data folders, number of questions."""
+    words_threshold: float | None = None
+    """The word decoder's confidence from which a question is answered by its word span rather than by a mask
+    (``DocumentPredictor(answer_path="auto")``), chosen on the same pages (``docjepa.eval.calibrate``); None: a
+    calibration fitted without word answers, so every answer is the mask path's."""
+    words_knots: list[float] = field(default_factory=list)
+    """The map from that confidence to the IoU a word answer achieves (as ``knots`` / ``values``; empty: none)."""
+    words_values: list[float] = field(default_factory=list)
 
     def __call__(self, score: float | np.ndarray) -> float | np.ndarray:
         out = np.interp(score, self.knots, self.values)
         return float(out) if np.ndim(out) == 0 else out
+
+    def words(self, confidence: float) -> float | None:
+        """The IoU a word answer of this confidence can be expected to reach (None: no map for word answers)."""
+        if not self.words_knots:
+            return None
+        return float(np.interp(confidence, self.words_knots, self.words_values))
 
     @classmethod
     def fit(cls, scores, ious, threshold: float = 0.5, **fitted_on) -> Calibration:
@@ -77,7 +90,15 @@ class Calibration:
         if not path.is_file():
             return None
         d = json.loads(path.read_text())
-        return cls(d["knots"], d["values"], d.get("threshold", 0.5), d.get("fitted_on", {}))
+        return cls(
+            d["knots"],
+            d["values"],
+            d.get("threshold", 0.5),
+            d.get("fitted_on", {}),
+            d.get("words_threshold"),
+            d.get("words_knots", []),
+            d.get("words_values", []),
+        )
 
 
 def reliability(scores, ious, bins: int = 10) -> dict:

@@ -31,13 +31,13 @@ from ..data.frame import PageFrame
 from ..data.prompt import PromptBuilder, QuestionPrompt, box_mask
 from ..data.record import Page, Word, union_box, words_under
 from .clicks import apply_clicks, boxes_mask, line_boxes
+from .word_answer import WORD_LOGIT, answer_words, choose_path, span_confidence, word_logits, word_span
+
+__all__ = ["WORD_LOGIT", "DocumentPredictor", "Prediction", "answer_words", "word_logits", "word_span"]
 
 SNAP_AGREEMENT = 0.3
 """Default ``min_agreement`` of :func:`snap_to_words` (chosen on trained-kinds questions: docs/docjepa-results.md)."""
 
-
-WORD_LOGIT = 0.0
-"""A word is in a word answer when the word decoder's logit of one of its tokens exceeds this (probability ½)."""
 
 FULL_PAGE = 0.9
 """A candidate mask covering at least this fraction of the page is not an answer (see :func:`choose_mask`)."""
@@ -94,25 +94,6 @@ def snap_to_words(
     if union == 0 or (snapped & mask).sum() / union < min_agreement:
         return mask, None
     return snapped, box
-
-
-def word_logits(token_logits: torch.Tensor, word_index: torch.Tensor, words: int) -> torch.Tensor:
-    """(words,) each OCR word's answer logit: the largest of its tokens' (−inf for a word left without tokens,
-    beyond the encoder's ``max_tokens``). ``token_logits`` (L,), ``word_index`` (L,) the word of each token (−1:
-    special)."""
-    out = torch.full((words,), float("-inf"))
-    index = word_index[: token_logits.shape[0]].cpu()
-    real = index >= 0
-    return out.scatter_reduce(0, index[real], token_logits.detach().float().cpu()[real], reduce="amax")
-
-
-def answer_words(logits: torch.Tensor, threshold: float = WORD_LOGIT) -> list[int]:
-    """The words of a word answer: those whose logit exceeds ``threshold``, or the single best one when none does
-    (none at all when no word has tokens)."""
-    if logits.numel() == 0 or not torch.isfinite(logits).any():
-        return []
-    chosen = torch.nonzero(logits > threshold).flatten().tolist()
-    return chosen or [int(logits.argmax())]
 
 
 @dataclass(frozen=True)
@@ -172,7 +153,13 @@ class Prediction:
     (``calibration.json`` beside its weights, :mod:`docjepa.inference.calibration`); None when the model has none."""
     known: bool | None = None
     """Whether the model knows the answer: the chosen candidate's confidence reaches the calibration's threshold
-    (None: not calibrated)."""
+    (None: not calibrated); for a word answer, the IoU expected of it (``words_confidence`` through the
+    calibration's map for word answers) does."""
+    path: str = "mask"
+    """How the question was answered: ``mask`` (candidate ``best``, snapped) or ``words`` (the word decoder's span,
+    ``answer_lines``; see ``DocumentPredictor.answer_path``)."""
+    words_confidence: float | None = None
+    """The probability the word decoder gives its most likely word (None: the model has no word decoder)."""
 
     def ranked(self) -> list[int]:
         """Candidate indices, the chosen one first, then by predicted IoU."""
@@ -195,13 +182,19 @@ class DocumentPredictor:
         calibration=None,
         word_answers: bool = True,
         click_rules: bool = True,
+        answer_path: str = "auto",
     ) -> None:
         """``snap``: the ``min_agreement`` with which answers are snapped to the OCR words (None: never);
         ``calibration``: a :class:`~docjepa.inference.calibration.Calibration` (``from_pretrained`` loads the
         model's own);
-        ``word_answers``: when the chosen mask covers no words it agrees with, answer with the words the word
+        ``word_answers``: when the chosen mask covers no word's centre, answer with the words the word
         decoder picks (see :meth:`answer_lines`); ``click_rules``: make answers agree with the clicks in the prompt
-        (:func:`apply_clicks`; False: the model's own answer to them)."""
+        (:func:`apply_clicks`; False: the model's own answer to them); ``answer_path``: ``mask``, ``words`` or
+        ``auto`` (the default: words where the word decoder is as sure as the calibration's threshold asks, else
+        the mask; the mask path when the model has no such threshold), whether a question is answered by the mask
+        decoder or by the word span (:data:`~docjepa.inference.word_answer.ANSWER_PATHS`)."""
+        choose_path(answer_path, None)  # checks the name
+        self.answer_path = answer_path
         self.word_answers = word_answers
         self.click_rules = click_rules
         self.calibration = calibration
@@ -227,6 +220,7 @@ class DocumentPredictor:
         snap: float | None = SNAP_AGREEMENT,
         word_answers: bool = True,
         click_rules: bool = True,
+        answer_path: str = "auto",
     ) -> DocumentPredictor:
         """From a fine-tuning run folder, checkpoint folder or model folder (tokenizers are stored with it)."""
         from transformers import AutoTokenizer, PreTrainedTokenizerFast
@@ -258,6 +252,7 @@ class DocumentPredictor:
             calibration=Calibration.load(model_dir),
             word_answers=word_answers,
             click_rules=click_rules,
+            answer_path=answer_path,
         )
 
     # ------------------------------------------------------------------ the page
@@ -356,42 +351,79 @@ class DocumentPredictor:
         return choose_mask(decoded.logits, decoded.scores, self._current().frame.region())
 
     def answer_mask(
-        self, decoded: Decoded, best: int | None = None
+        self, decoded: Decoded, best: int | None = None, path: str | None = None
     ) -> tuple[np.ndarray, tuple[float, float, float, float] | None]:
         """The answer in the square frame (M, M) bool, and the box around its words in page pixels (None: the mask
         as the decoder drew it). See :meth:`answer_lines` for how it is made."""
-        mask, lines = self.answer_lines(decoded, best)
+        mask, lines = self.answer_lines(decoded, best, path)
         return mask, (union_box(lines) if lines else None)
 
     def answer_lines(
-        self, decoded: Decoded, best: int | None = None
+        self, decoded: Decoded, best: int | None = None, path: str | None = None
     ) -> tuple[np.ndarray, list[tuple[float, float, float, float]] | None]:
         """The answer in the square frame (M, M) bool, and its words as one page-pixel box per line (None: the mask
         was kept as the decoder drew it).
 
-        Candidate ``best`` (default: the one :func:`choose_mask` picks), snapped to the OCR words it covers
-        (:func:`snap_to_words`). When the chosen candidate covers no words it agrees with (a speck beside a page
-        number, a blob between two lines) and the word decoder's logits are at hand, the answer is the words the
-        word decoder picks (:func:`answer_words`), drawn line by line: a few words are too small for the decoder's
-        mask pixels, not for its per-token logits. Only the page's part of the frame counts: the letterbox padding
+        When ``path`` (default: the predictor's ``answer_path``) says the question is answered by words
+        (:meth:`path`) and ``best`` is None or the chosen candidate, the answer is the word span
+        (:meth:`word_answer`). Otherwise candidate ``best`` (default: the one :func:`choose_mask` picks), snapped to
+        the OCR words it covers (:func:`snap_to_words`). When the chosen candidate covers no word's centre at all (a
+        speck beside a page number, a blob between two lines; with clicks in the prompt: whenever it is not
+        snapped) and the word decoder's logits are at hand, the answer is the word decoder's span
+        (:func:`word_span`), drawn line by line: a few words are too small for the decoder's mask pixels, not for its
+        per-token logits. Only the page's part of the frame counts: the letterbox padding
         around it is never part of an answer. When the chosen candidate covers the whole page (:data:`FULL_PAGE`;
         it is chosen only when every candidate does), the model has no answer and the mask is empty.
 
         When the prompt held points (a person's clicks), the answer is then made to agree with them
         (:func:`apply_clicks`): a click on a word is a plain statement about that word."""
-        mask, lines = self._model_answer(decoded, best)
+        mask, lines = self._model_answer(decoded, best, path)
         if decoded.clicks is None or not self.click_rules:
             return mask, lines
         enc = self._current()
         return apply_clicks(mask, lines, enc.page, enc.frame.frame, *decoded.clicks)
 
+    def path(self, decoded: Decoded, path: str | None = None) -> str:
+        """``words`` or ``mask``: how ``decoded`` is answered under ``path`` (default: the predictor's
+        ``answer_path``; see :func:`~docjepa.inference.word_answer.choose_path`)."""
+        enc = self._current()
+        logits = None
+        if decoded.token_logits is not None:
+            logits = word_logits(decoded.token_logits, enc.word_index, len(enc.page.words))
+        threshold = getattr(self.calibration, "words_threshold", None)
+        return choose_path(path or self.answer_path, logits, threshold)
+
+    def words_confidence(self, decoded: Decoded) -> float:
+        """The probability the word decoder gives its most likely word on the current page (0: no word logits)."""
+        if decoded.token_logits is None:
+            return 0.0
+        enc = self._current()
+        return span_confidence(word_logits(decoded.token_logits, enc.word_index, len(enc.page.words)))
+
+    def word_answer(self, decoded: Decoded) -> tuple[np.ndarray, list[tuple[float, float, float, float]] | None]:
+        """The word span (:func:`~docjepa.inference.word_answer.word_span`) in the square frame (M, M) bool, and its
+        words as one page-pixel box per line (None, with an empty mask: the model has no word logits)."""
+        enc = self._current()
+        size = decoded.logits.shape[-1]
+        if decoded.token_logits is None:
+            return np.zeros((size, size), dtype=bool), None
+        span = word_span(word_logits(decoded.token_logits, enc.word_index, len(enc.page.words)), enc.page)
+        if not span:
+            return np.zeros((size, size), dtype=bool), None
+        lines = line_boxes(enc.page, span)
+        return boxes_mask(lines, enc.page, enc.frame.frame, size), lines
+
     def _model_answer(
-        self, decoded: Decoded, best: int | None = None
+        self, decoded: Decoded, best: int | None = None, path: str | None = None
     ) -> tuple[np.ndarray, list[tuple[float, float, float, float]] | None]:
         """:meth:`answer_lines` before the clicks are applied."""
         enc, logits = self._current(), decoded.logits
         frame, region = enc.frame.frame, enc.frame.region()
         chosen = choose_mask(logits, decoded.scores, region)
+        if best in (None, chosen) and decoded.clicks is None and self.path(decoded, path) == "words":
+            mask, lines = self.word_answer(decoded)
+            if lines:
+                return mask, lines
         best = chosen if best is None else best
         if _coverage(logits[best : best + 1], region)[0] >= FULL_PAGE:  # every candidate is the whole page: no answer
             return np.zeros_like(region), None
@@ -401,11 +433,13 @@ class DocumentPredictor:
             mask, box = snap_to_words(mask, enc.page, frame, self.snap)
         if box is not None:
             return mask, [box]
-        if self.word_answers and best == chosen and decoded.token_logits is not None:
-            picked = answer_words(word_logits(decoded.token_logits, enc.word_index, len(enc.page.words)))
-            if picked:
-                lines = line_boxes(enc.page, picked)
-                return boxes_mask(lines, enc.page, frame, logits.shape[-1]), lines
+        # A region over words stays a region when the question stands alone; with clicks, the click rules work on
+        # words (a click on blank page stretches a word answer there), so any mask left as drawn gives way to them.
+        region = decoded.clicks is None and words_box(mask, enc.page, frame) is not None
+        if self.word_answers and best == chosen and decoded.token_logits is not None and not region:
+            words, lines = self.word_answer(decoded)
+            if lines:
+                return words, lines
         return mask, None
 
     def page_answer(
@@ -438,9 +472,14 @@ class DocumentPredictor:
         answer, lines = self.page_answer(decoded, best, masks)
         raw = decoded.scores.cpu().numpy()
         conf = np.asarray(self.calibration(raw), dtype=np.float32) if self.calibration is not None else None
+        path = self.path(decoded) if decoded.clicks is None and lines else "mask"
+        words_conf = None if decoded.token_logits is None else self.words_confidence(decoded)
         known = None
         if conf is not None:  # an empty answer is never known
-            known = bool(answer.any() and conf[best] >= self.calibration.threshold)
+            expected = float(conf[best])
+            if path == "words" and words_conf is not None and self.calibration.words(words_conf) is not None:
+                expected = self.calibration.words(words_conf)
+            known = bool(answer.any() and expected >= self.calibration.threshold)
         return Prediction(
             logits=decoded.logits.cpu(),
             scores=raw,
@@ -452,4 +491,6 @@ class DocumentPredictor:
             lexical_box=decoded.lexical_box,
             confidence=conf,
             known=known,
+            path=path,
+            words_confidence=words_conf,
         )

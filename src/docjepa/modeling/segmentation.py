@@ -155,10 +155,16 @@ class DocJepaForSegmentation(DocJepaPreTrainedModel):
         return SegmentationOutput(masks=masks, iou=iou, token_logits=token_logits)
 
     def forward(
-        self, batch: dict, multimask: bool = True, clicks: int = 0, click_share: float = 0.0
+        self,
+        batch: dict,
+        multimask: bool = True,
+        clicks: int = 0,
+        click_share: float = 0.0,
+        word_loss: float = 0.0,
     ) -> dict[str, Tensor]:
         """Training step on a ``SegmentCollator`` batch: SAM's loss against ``batch["target"]`` (B, 1, M, M), plus
-        binary cross-entropy of the word decoder's token logits (tokens inside the answer vs the rest).
+        binary cross-entropy of the word decoder's token logits (tokens inside the answer vs the rest), plus
+        ``word_loss`` × :func:`word_choice_loss` (the page's most likely token should be one of the answer's).
 
         ``clicks`` > 0 adds simulated interaction (as SAM's training): for ``click_share`` of the examples, up to
         ``clicks`` more rounds in which a click is drawn uniformly from the error of the previous round's answer
@@ -174,6 +180,11 @@ class DocJepaForSegmentation(DocJepaPreTrainedModel):
         tokens = F.binary_cross_entropy_with_logits(out.token_logits[real].float(), labels[real])
         losses["tokens"] = tokens
         losses["loss"] = losses["loss"] + tokens
+        if word_loss > 0:
+            choice = word_choice_loss(out.token_logits, labels)
+            if choice is not None:
+                losses["word_choice"] = choice
+                losses["loss"] = losses["loss"] + word_loss * choice
         if clicks > 0 and click_share > 0:
             rounds = self._click_rounds(page, prompt, out, target, clicks, click_share, multimask)
             if rounds is not None:
@@ -210,6 +221,22 @@ class DocJepaForSegmentation(DocJepaPreTrainedModel):
             total.append(sam_loss(refined.masks, refined.iou, target[idx])["loss"])
             previous, best_iou = refined.masks.detach(), refined.iou.detach().argmax(1)
         return torch.stack(total).mean()
+
+
+def word_choice_loss(token_logits: Tensor, labels: Tensor) -> Tensor | None:
+    """Cross-entropy of picking an answer token among the page's tokens: −log Σ_{t ∈ answer} softmax(logits)_t, the
+    mean over the questions whose answer holds tokens (None: none does). ``labels`` as :func:`token_targets` gives
+    them (1 in the answer, 0 outside, −1 padding). Per-token binary cross-entropy weighs every token alike, so on a
+    page of hundreds of words the few answer tokens barely move it; this loss asks directly that the most likely
+    token be an answer token, which is what a word answer starts from (``word_answer.word_span``)."""
+    logits = token_logits.float().masked_fill(labels < 0, float("-inf"))
+    inside = labels > 0.5
+    has = inside.any(1)
+    if not has.any():
+        return None
+    every = torch.logsumexp(logits[has], dim=1)
+    answer = torch.logsumexp(logits[has].masked_fill(~inside[has], float("-inf")), dim=1)
+    return (every - answer).mean()
 
 
 def sample_clicks(answer: Tensor, truth: Tensor) -> tuple[Tensor, Tensor]:

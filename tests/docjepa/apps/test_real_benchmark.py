@@ -127,6 +127,11 @@ def test_calibrate_and_predict_show_confidence(pdfs, model, tmp_path):
     assert (model / "calibration.json").is_file() and result["questions"] > 10
     cal = Calibration.load(model)
     assert np.all(np.diff(cal.values) >= -1e-12)
+    # The word span's threshold is the grid's best on these pages, and is stored with its own IoU map.
+    paths = result["answer_paths"]
+    assert cal.words_threshold == paths["words_threshold"]
+    assert paths["mIoU_by_threshold"][cal.words_threshold] == max(paths["mIoU_by_threshold"].values())
+    assert cal.words_knots and np.all(np.diff(cal.words_values) >= -1e-12)
     predictor = DocumentPredictor.from_pretrained(model)
     assert predictor.calibration is not None
 
@@ -134,7 +139,9 @@ def test_calibrate_and_predict_show_confidence(pdfs, model, tmp_path):
     assert [c["rank"] for c in res["candidates"]] == [1, 2, 3]
     assert res["candidates"][0]["index"] == res["best"]
     assert res["confidence"] == pytest.approx(float(cal(res["scores"][res["best"]])), abs=1e-6)
-    assert res["known"] == (res["answered"] and res["confidence"] >= 0.5)
+    expected = cal.words(res["words_confidence"]) if res["path"] == "words" else res["confidence"]
+    assert res["known"] == (res["answered"] and expected >= 0.5)
+    assert res["path"] == ("words" if res["words_confidence"] >= cal.words_threshold else "mask")
     overlay = Image.open(res["files"]["overlay"])
     assert overlay.height > res["height"]  # the band with the question and the candidates' scores
 

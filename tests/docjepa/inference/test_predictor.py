@@ -289,3 +289,37 @@ def test_an_answer_depends_only_on_the_page_encoding_and_the_call(docs, tok):
     again = predictor.predict(question)
     assert np.array_equal(again.answer, first.answer) and again.answer_lines == first.answer_lines
     assert torch.equal(again.logits, first.logits) and again.best == first.best
+
+
+def test_answer_path_words_auto_and_mask(docs, tok):
+    from docjepa.inference.calibration import Calibration
+    from docjepa.inference.predictor import Decoded, boxes_mask, line_boxes, word_logits, word_span
+
+    predictor, page = _on_first_page(docs, tok)
+    tokens = predictor.decode(page.questions[0].text).token_logits
+    word_index = predictor.encoded.word_index
+    frame = predictor.encoded.frame.frame
+    # The mask decoder points at the last word; the word decoder is sure of the first word.
+    w = page.words[-1]
+    on = torch.full((3, 128, 128), -5.0)
+    on[0, int(w.box[1] * frame) : int(w.box[3] * frame) + 1, int(w.box[0] * frame) : int(w.box[2] * frame) + 1] = 5.0
+    fake = torch.full_like(tokens, -4.0)
+    fake[word_index == 0] = 3.0
+    decoded = Decoded(on, torch.tensor([0.9, 0.1, 0.2]), token_logits=fake)
+    span = word_span(word_logits(fake, word_index, len(page.words)), page)
+    assert span == [0]
+    as_words = boxes_mask(line_boxes(page, span), page, frame, 128)
+    np.testing.assert_array_equal(predictor.answer_mask(decoded, path="words")[0], as_words)
+    masked, box = predictor.answer_mask(decoded, path="mask")
+    assert box is not None and box[0] <= w.box[0] and not (masked & as_words).all()
+    # auto: words only with a fitted threshold the word decoder's confidence (sigmoid(3) = 0.95) reaches.
+    assert predictor.answer_path == "auto" and predictor.path(decoded) == "mask"  # no calibration: the mask
+    predictor.calibration = Calibration([0.0, 1.0], [0.0, 1.0], words_threshold=0.9)
+    assert predictor.path(decoded) == "words"
+    np.testing.assert_array_equal(predictor.answer_mask(decoded)[0], as_words)
+    predictor.calibration.words_threshold = 0.99
+    assert predictor.path(decoded) == "mask"
+    # Another candidate than the chosen one is that candidate, whatever the path.
+    assert not predictor.answer_mask(decoded, best=1, path="words")[0].any()
+    with pytest.raises(ValueError, match="answer path"):
+        DocumentPredictor(predictor.model, tok, device="cpu", answer_path="span")

@@ -16,7 +16,7 @@ from docjepa.data.shards import DocumentDataset
 from docjepa.data.split import SplitConfig, question_pairs
 from docjepa.modeling import build_config
 from docjepa.modeling.mask_decoder import dice_loss, focal_loss, mask_iou, sam_loss, tokens_inside, word_cover
-from docjepa.modeling.segmentation import DocJepaForSegmentation
+from docjepa.modeling.segmentation import DocJepaForSegmentation, word_choice_loss
 from tests.helpers import seg_batch, tiny_bert_folder
 
 
@@ -57,6 +57,29 @@ def test_losses_against_float64_reference(gen):
     inter = (pred & (t > 0)).flatten(2).sum(-1).double()
     union = (pred | (t > 0)).flatten(2).sum(-1).double()
     torch.testing.assert_close(mask_iou(logits, target), (inter / union).float())
+
+
+def test_word_choice_loss_against_float64_reference(gen):
+    logits = torch.randn(4, 9, generator=gen, dtype=torch.float64)
+    labels = (torch.rand(4, 9, generator=gen) > 0.7).double()
+    labels[:, -2:] = -1.0  # padding
+    labels[1, :7] = 0.0  # a question whose answer holds no token: left out of the mean
+    labels[0, :7] = torch.tensor([1.0, 0, 0, 1, 0, 0, 0], dtype=torch.float64)
+    expected = []
+    for row, lab in zip(logits, labels):
+        real = lab >= 0
+        if not (lab > 0.5).any():
+            continue
+        p = torch.exp(row[real]) / torch.exp(row[real]).sum()  # softmax over the page's real tokens
+        expected.append(-torch.log(p[lab[real] > 0.5].sum()))
+    got = word_choice_loss(logits, labels)
+    torch.testing.assert_close(got, torch.stack(expected).mean().float())
+    assert word_choice_loss(logits, torch.zeros_like(labels)) is None  # no answer tokens anywhere
+    # Gradients raise the answer tokens' logits and lower the others'.
+    x = logits.clone().float().requires_grad_(True)
+    word_choice_loss(x, labels).backward()
+    assert (x.grad[0, [0, 3]] < 0).all() and (x.grad[0, [1, 2, 4, 5, 6]] > 0).all()
+    assert (x.grad[1] == 0).all() and (x.grad[:, -2:] == 0).all()
 
 
 def test_sam_loss_trains_only_the_best_mask(gen):

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ...inference.word_answer import ANSWER_PATHS
 from .args import MAX_DPI, int_at_least
 
 
@@ -52,6 +53,7 @@ def cmd_predict(args: argparse.Namespace) -> None:
         device=args.device,
         multimask=args.multimask,
         snap=not args.no_snap,
+        answer_path=args.answer_path,
     )
     print(json.dumps(result, indent=1))
 
@@ -131,6 +133,13 @@ def _add_predict(sub: Any) -> None:
         "--no-snap",
         action="store_true",
         help="the decoder's chosen mask as drawn, not snapped to the box of the OCR words it covers",
+    )
+    r.add_argument(
+        "--answer-path",
+        choices=ANSWER_PATHS,
+        default="auto",
+        help="how a question is answered: auto (default: the word decoder's span where it is as sure as the model's "
+        "calibration asks, else the mask), words (always the span), mask (the mask decoder's candidate)",
     )
     r.add_argument("--device", default=None)
     r.set_defaults(func=cmd_predict)

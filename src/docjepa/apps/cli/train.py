@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ...inference.word_answer import ANSWER_PATHS
 from .args import int_at_least, writable_file
 
 # Commands taking --key.sub=value config overrides.
@@ -63,7 +64,10 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
 
     writable_file(args.out)
     predictor = DocumentPredictor.from_pretrained(
-        args.checkpoint, device=args.device, snap=None if args.no_snap else SNAP_AGREEMENT
+        args.checkpoint,
+        device=args.device,
+        snap=None if args.no_snap else SNAP_AGREEMENT,
+        answer_path=args.answer_path,
     )
     split = SplitConfig(layouts=args.heldout_layouts, template_modulus=args.template_modulus)
     result = evaluate(predictor, args.data, split, part=args.split, limit=args.limit, progress=not args.no_progress)
@@ -140,6 +144,13 @@ def _add_evaluate(sub: Any) -> None:
         "--no-snap",
         action="store_true",
         help="the decoder's chosen mask as drawn, not snapped to the box of the OCR words it covers",
+    )
+    e.add_argument(
+        "--answer-path",
+        choices=ANSWER_PATHS,
+        default="auto",
+        help="how a question is answered: auto (default: the word decoder's span where it is as sure as the model's "
+        "calibration asks, else the mask), words (always the span), mask (the mask decoder's candidate)",
     )
     e.add_argument("--no-progress", action="store_true")
     e.set_defaults(func=cmd_evaluate)
