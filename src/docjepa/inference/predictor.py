@@ -31,9 +31,9 @@ from ..data.frame import PageFrame
 from ..data.prompt import PromptBuilder, QuestionPrompt, box_mask
 from ..data.record import Page, Word, union_box, words_under
 from .clicks import apply_clicks, boxes_mask, line_boxes
-from .word_answer import WORD_LOGIT, answer_words, choose_path, span_confidence, word_logits, word_span
+from .word_answer import WORD_LOGIT, choose_path, span_confidence, word_logits, word_span
 
-__all__ = ["WORD_LOGIT", "DocumentPredictor", "Prediction", "answer_words", "word_logits", "word_span"]
+__all__ = ["WORD_LOGIT", "DocumentPredictor", "Prediction", "word_logits", "word_span"]
 
 SNAP_AGREEMENT = 0.3
 """Default ``min_agreement`` of :func:`snap_to_words` (chosen on trained-kinds questions: docs/docjepa-results.md)."""

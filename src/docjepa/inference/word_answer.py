@@ -36,15 +36,6 @@ def word_logits(token_logits: torch.Tensor, word_index: torch.Tensor, words: int
     return out.scatter_reduce(0, index[real], token_logits.detach().float().cpu()[real], reduce="amax")
 
 
-def answer_words(logits: torch.Tensor, threshold: float = WORD_LOGIT) -> list[int]:
-    """Every word whose logit exceeds ``threshold``, or the single best one when none does (none at all when no
-    word has tokens): the decoder's whole reading, wherever the words lie (:func:`word_span` shapes it)."""
-    if logits.numel() == 0 or not torch.isfinite(logits).any():
-        return []
-    chosen = torch.nonzero(logits > threshold).flatten().tolist()
-    return chosen or [int(logits.argmax())]
-
-
 def follows(page: Page, a: int, b: int) -> bool:
     """Whether word ``b`` comes right after word ``a`` when the page is read: on the same line (their vertical
     extents overlap by half the smaller height) and at most three heights to its right, or first on the next line

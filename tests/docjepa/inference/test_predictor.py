@@ -156,17 +156,13 @@ def test_predictor_answer_is_the_chosen_mask_snapped_to_words(docs, tok):
     assert mask.sum() == 4 * 20 and mask[10:14, 20:40].all()
 
 
-def test_word_logits_answer_words_and_lines():
-    from docjepa.inference.predictor import answer_words, line_boxes, word_logits
+def test_word_logits_and_lines():
+    from docjepa.inference.predictor import line_boxes, word_logits
 
     tokens = torch.tensor([5.0, -1.0, 2.0, 0.5, -3.0, 9.0])
     index = torch.tensor([-1, 0, 0, 1, 3, -1])  # specials at both ends; word 2 has no token (cut off)
     logits = word_logits(tokens, index, 4)
     assert logits.tolist() == [2.0, 0.5, float("-inf"), -3.0]  # each word's best token; specials ignored
-    assert answer_words(logits) == [0, 1]
-    assert answer_words(logits, threshold=1.0) == [0]
-    assert answer_words(torch.tensor([-2.0, -0.5, -4.0])) == [1]  # none above: the single best word
-    assert answer_words(torch.full((3,), float("-inf"))) == [] and answer_words(torch.empty(0)) == []
     words = _page(
         [
             ("Total", (10, 40, 50, 52)),
