@@ -70,6 +70,9 @@ def cmd_demo(args: argparse.Namespace) -> None:
         cfg.real = args.real
     if args.real_max_pages is not None:
         cfg.real_max_pages = args.real_max_pages
+    for name in ("train_pages", "pretrain_steps", "finetune_steps"):
+        if getattr(args, name) is not None:
+            setattr(cfg, name, getattr(args, name))
     run_demo(cfg, args.out, progress=not args.no_progress)
 
 
@@ -178,6 +181,9 @@ def _add_demo(sub: Any) -> None:
         "(--quick: none)",
     )
     d.add_argument("--real-max-pages", type=int_at_least(1), default=None, help="most pages per real document (6)")
+    d.add_argument("--train-pages", type=int_at_least(1), default=None, help="synthetic training pages (400)")
+    d.add_argument("--pretrain-steps", type=int_at_least(1), default=None, help="pre-training steps (200)")
+    d.add_argument("--finetune-steps", type=int_at_least(1), default=None, help="fine-tuning steps (800)")
     d.add_argument("--no-progress", action="store_true")
     d.set_defaults(func=cmd_demo)
 
