@@ -9,7 +9,7 @@ import numpy as np
 from PIL import Image
 
 from ..core.errors import UsageError
-from ..data.importer import OCRUnavailable, read_file
+from ..data.importer import OCRUnavailable, PageOutOfRange, read_file
 from ..data.record import Page, words_under
 from ..inference.predictor import SNAP_AGREEMENT, DocumentPredictor, Prediction
 
@@ -24,14 +24,11 @@ def load_page(
     if not path.is_file():
         raise FileNotFoundError(f"no {'PDF' if pdf is not None else 'image'} at {path}")
     try:
-        pages = read_file(path, dpi, lang, kind="pdf" if pdf is not None else "image")
-    except OCRUnavailable:
+        return read_file(path, dpi, lang, kind="pdf" if pdf is not None else "image", only=page - 1)[0]
+    except (OCRUnavailable, PageOutOfRange):
         raise
     except Exception as err:  # corrupt, encrypted, not an image: the library's reason, on one line
         raise UsageError(f"cannot read {path}: {type(err).__name__}: {err}".strip()) from err
-    if not 1 <= page <= len(pages):
-        raise ValueError(f"page {page} out of range: the file has {len(pages)} page(s)")
-    return pages[page - 1]
 
 
 def overlay(page: Page, mask: np.ndarray, colour=(230, 40, 40), alpha: float = 0.45) -> Image.Image:

@@ -43,6 +43,10 @@ class OCRUnavailable(RuntimeError):
     """Tesseract is not installed."""
 
 
+class PageOutOfRange(ValueError):
+    """A page number the file does not have."""
+
+
 @dataclass
 class ImportSummary:
     files: int = 0
@@ -236,15 +240,18 @@ def import_pdf(
     doc_id: str | None = None,
     structure: bool = False,
     max_pages: int | None = None,
+    only: int | None = None,
 ) -> list[Page]:
     """The pages of a PDF. ``structure``: with the questions the document declares about itself
-    (:mod:`docjepa.data.structure`); ``max_pages``: at most this many pages (those with such questions first)."""
+    (:mod:`docjepa.data.structure`); ``max_pages``: at most this many pages (those with such questions first);
+    ``only``: just this page (from 0), the others neither rendered nor read."""
     import pypdfium2 as pdfium
 
     doc = pdfium.PdfDocument(str(path))  # raises PdfiumError for corrupt or encrypted files
     try:
         if len(doc) == 0:
             raise ValueError("the PDF has no pages")
+        _check_page(only, len(doc))
         scale = dpi / 72
         questions: dict = {}
         if structure:
@@ -263,7 +270,7 @@ def import_pdf(
             fields = st.field_questions(path, scale, [t.height for t in texts])
             questions = st.document_questions(texts, st.read_outline(doc), scale, fields)
         pages = []
-        for i in _pick_pages(len(doc), questions, max_pages):
+        for i in [only] if only is not None else _pick_pages(len(doc), questions, max_pages):
             page = doc[i]
             _width_pt, height_pt = page.get_size()
             image = page.render(scale=scale).to_pil().convert("RGB")
@@ -291,10 +298,21 @@ def import_pdf(
         doc.close()
 
 
-def import_image(path: Path, summary: ImportSummary, lang: str, doc_id: str | None = None) -> list[Page]:
+def _check_page(only: int | None, count: int) -> None:
+    if only is not None and not 0 <= only < count:
+        raise PageOutOfRange(f"page {only + 1} out of range: the file has {count} page(s)")
+
+
+def import_image(
+    path: Path, summary: ImportSummary, lang: str, doc_id: str | None = None, only: int | None = None
+) -> list[Page]:
+    """The frames of an image (one page each) with their words by OCR; ``only``: just this frame (from 0)."""
     pages = []
     with Image.open(path) as img:
+        _check_page(only, getattr(img, "n_frames", 1))
         for i, frame in enumerate(ImageSequence.Iterator(img)):
+            if only is not None and i != only:
+                continue
             image = frame.convert("RGB")
             words = ocr_words(image, lang)
             summary.ocr_pages += 1
@@ -323,17 +341,19 @@ def read_file(
     kind: str | None = None,
     structure: bool = False,
     max_pages: int | None = None,
+    only: int | None = None,
 ) -> list[Page]:
     """Every page of a PDF or an image with its words: the PDF's text layer (OCR where a page has none), or OCR of
     the image's frames. ``kind`` ("pdf" or "image") overrides the file's suffix; ``structure`` and ``max_pages`` are
-    :func:`import_pdf`'s. The one reader of a user's file: import, the engine's registration and uploads, predict."""
+    :func:`import_pdf`'s; ``only``: just this page or frame (from 0), the others not read. The one reader of a
+    user's file: import, the engine's registration and uploads, predict."""
     summary = summary if summary is not None else ImportSummary()
     suffix = path.suffix.lower()
     kind = kind or ("pdf" if suffix in PDF_SUFFIXES else "image" if suffix in IMAGE_SUFFIXES else None)
     if kind == "pdf":
-        return import_pdf(path, dpi, summary, lang, doc_id, structure, max_pages)
+        return import_pdf(path, dpi, summary, lang, doc_id, structure, max_pages, only)
     if kind == "image":
-        return import_image(path, summary, lang, doc_id)
+        return import_image(path, summary, lang, doc_id, only)
     raise ValueError(f"unsupported file type {suffix or '(none)'}")
 
 

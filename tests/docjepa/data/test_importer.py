@@ -195,3 +195,25 @@ def test_a_word_hyphenated_at_a_line_end_is_two_words_on_their_lines(tmp_path):
     assert [w.text for w in words] == ["The", "inter-", "national", "office"]
     inter, national = words[1].box, words[2].box
     assert inter[3] - inter[1] < 20 and national[1] > inter[3]  # each on its own line
+
+
+def test_reading_one_page_renders_only_that_page(tmp_path, monkeypatch):
+    """``read_file(only=i)`` (what ``docjepa predict --page`` reads) gives page i as a full read gives it, and
+    renders no other page; a page the file lacks is named in the error."""
+    from docjepa.data import importer
+    from docjepa.data.importer import PageOutOfRange, read_file
+
+    make_pdf(tmp_path / "doc.pdf")
+    full = read_file(tmp_path / "doc.pdf", dpi=72)
+    rendered = []
+    real = importer._encode
+    monkeypatch.setattr(importer, "_encode", lambda image: rendered.append(1) or real(image))
+    (second,) = read_file(tmp_path / "doc.pdf", dpi=72, only=1)
+    assert len(rendered) == 1 and second.page == 1
+    assert [w.text for w in second.words] == [w.text for w in full[1].words] == ["Second", "page", "here"]
+    assert second.image == full[1].image
+    with pytest.raises(PageOutOfRange, match="page 3 out of range: the file has 2 page"):
+        read_file(tmp_path / "doc.pdf", only=2)
+    text_image(tmp_path / "one.png")
+    with pytest.raises(PageOutOfRange, match="page 2 out of range: the file has 1 page"):
+        read_file(tmp_path / "one.png", only=1)
