@@ -33,5 +33,7 @@ def test_the_data_files_are_declared_as_package_data():
         "rsngd/bench/settings/tuned.json",
         "docjepa/apps/engine/static/index.html",
         "docjepa/apps/questions/real.json",
+        "docjepa/pretrained/model.safetensors",
+        "docjepa/pretrained/model_card.json",
     ]:
         assert SRC / needed in shipped

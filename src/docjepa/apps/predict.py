@@ -87,17 +87,22 @@ def write_prediction(
     page: Page,
     pred: Prediction,
     question: str,
-    prefix: Path,
+    prefix: Path | None,
     all_masks: bool = False,
     prior_box: tuple[float, float, float, float] | None = None,
+    model: str | None = None,
 ) -> dict:
-    prefix.parent.mkdir(parents=True, exist_ok=True)
+    """The prediction's JSON (``model``: which model answered, recorded as given); with a ``prefix``, also
+    PREFIX.mask.png, .overlay.png and .json (and each candidate's mask with ``all_masks``)."""
     best = pred.best
     mask = pred.answer if pred.answer is not None else pred.masks[best]
-    files = {"mask": f"{prefix}.mask.png", "overlay": f"{prefix}.overlay.png", "json": f"{prefix}.json"}
-    Image.fromarray((mask * 255).astype(np.uint8)).save(files["mask"])
-    candidates_overlay(page, pred, question, mask).save(files["overlay"])
-    if all_masks:
+    files = {}
+    if prefix is not None:
+        prefix.parent.mkdir(parents=True, exist_ok=True)
+        files = {"mask": f"{prefix}.mask.png", "overlay": f"{prefix}.overlay.png", "json": f"{prefix}.json"}
+        Image.fromarray((mask * 255).astype(np.uint8)).save(files["mask"])
+        candidates_overlay(page, pred, question, mask).save(files["overlay"])
+    if all_masks and prefix is not None:
         for i, m in enumerate(pred.masks):
             files[f"mask{i}"] = f"{prefix}.mask{i}.png"
             Image.fromarray((m * 255).astype(np.uint8)).save(files[f"mask{i}"])
@@ -105,6 +110,7 @@ def write_prediction(
     scores = [float(v) for v in pred.scores]
     finite = all(np.isfinite(scores))
     result = {
+        "model": model,
         "question": question,
         "source": page.source,
         "page": page.page + 1,
@@ -136,22 +142,24 @@ def write_prediction(
     }
     if not finite:
         result["warning"] = "the model gave non-finite scores (null above): its weights hold NaN or Inf"
-    Path(files["json"]).write_text(json.dumps(result, indent=1, allow_nan=False) + "\n")
+    if files:
+        Path(files["json"]).write_text(json.dumps(result, indent=1, allow_nan=False) + "\n")
     return result
 
 
 def predict_file(
-    checkpoint: Path,
+    checkpoint: Path | None,
     question: str,
-    out: Path,
+    out: Path | None,
     doc: Page,
     device: str | None = None,
     multimask: bool = False,
     snap: bool = True,
     answer_path: str = "auto",
 ) -> dict:
-    """Run the model on a page (:func:`load_page` reads one from an image or a PDF), write PREFIX.mask.png /
-    .overlay.png / .json; returns the JSON content. ``snap``: the answer becomes the box of the OCR words under the
+    """Run the model (``checkpoint``; None: the model shipped in the package) on a page (:func:`load_page` reads
+    one from an image or a PDF); returns the JSON content, also written with PREFIX.mask.png and .overlay.png when
+    ``out`` gives a prefix. ``snap``: the answer becomes the box of the OCR words under the
     chosen mask when they agree (the default); ``answer_path``: see ``DocumentPredictor``."""
     if not question.strip():
         raise UsageError("the question is empty")
@@ -160,4 +168,6 @@ def predict_file(
     )
     predictor.set_page(doc)
     pred = predictor.predict(question)
-    return write_prediction(doc, pred, question, Path(out), multimask, pred.lexical_box)
+    prefix = Path(out) if out is not None else None
+    model = str(checkpoint) if checkpoint is not None else "shipped"
+    return write_prediction(doc, pred, question, prefix, multimask, pred.lexical_box, model)

@@ -266,13 +266,13 @@ SUMMARY_START, SUMMARY_END = "<!-- real-summary:start -->", "<!-- real-summary:e
 def run(
     spec_path: Path,
     root: Path,
-    models: list[tuple[str, Path]],
+    models: list[tuple[str, Path | None]],
     out: Path,
     progress: bool = True,
     examples_per_kind: int = 2,
 ) -> dict:
-    """Score each model (name, checkpoint) and the OCR baseline on the verified questions; write ``real.json``,
-    ``reliability.png`` and ``overlays.png`` (the last model's answers) in ``out``."""
+    """Score each model (name, checkpoint; None: the shipped model) and the OCR baseline on the verified
+    questions; write ``real.json``, ``reliability.png`` and ``overlays.png`` (the last model's answers) in ``out``."""
     from ..data.split import SplitConfig
     from ..eval.evaluate import evaluate
     from ..inference.calibration import plot_reliability, reliability
@@ -301,7 +301,11 @@ def run(
         )
         rows, examples = res.pop("rows"), res.pop("examples")
         scores, ious = [r["score"] for r in rows], [r["iou"] for r in rows]
-        entry = {"checkpoint": str(checkpoint), **res["model"], "reliability": reliability(scores, ious)}
+        entry = {
+            "checkpoint": str(checkpoint) if checkpoint is not None else "shipped",
+            **res["model"],
+            "reliability": reliability(scores, ious),
+        }
         curves["IoU head as predicted"][name] = entry["reliability"]
         if predictor.calibration is not None:
             cal = predictor.calibration(np.asarray(scores))

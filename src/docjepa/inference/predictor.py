@@ -215,33 +215,39 @@ class DocumentPredictor:
     @classmethod
     def from_pretrained(
         cls,
-        path: str | Path,
+        path: str | Path | None = None,
         device: str | torch.device | None = None,
         snap: float | None = SNAP_AGREEMENT,
         word_answers: bool = True,
         click_rules: bool = True,
         answer_path: str = "auto",
     ) -> DocumentPredictor:
-        """From a fine-tuning run folder, checkpoint folder or model folder (tokenizers are stored with it)."""
+        """From a fine-tuning run folder, checkpoint folder or model folder (tokenizers are stored with it); with
+        no ``path``, the model shipped in the package (:mod:`docjepa.modeling.shipped`)."""
         from transformers import AutoTokenizer, PreTrainedTokenizerFast
         from transformers.utils import logging as hf_logging
 
         from ..modeling.files import SEGMENTATION, require_model
         from ..modeling.segmentation import DocJepaForSegmentation
+        from ..modeling.shipped import load_shipped, tower_tokenizer_dir
         from .calibration import Calibration
 
-        model_dir = require_model(path, (SEGMENTATION,), "prediction")
         verbosity = hf_logging.get_verbosity()
         hf_logging.set_verbosity_error()  # the report of missing weights is checked below instead
         try:
-            model, info = DocJepaForSegmentation.from_pretrained(model_dir, output_loading_info=True)
+            if path is None:
+                model, model_dir = load_shipped()
+                missing = []
+            else:
+                model_dir = require_model(path, (SEGMENTATION,), "prediction")
+                model, info = DocJepaForSegmentation.from_pretrained(model_dir, output_loading_info=True)
+                missing = sorted(info.get("missing_keys") or [])
         finally:
             hf_logging.set_verbosity(verbosity)
-        missing = sorted(info.get("missing_keys") or [])
         if missing:
             raise UsageError(f"{model_dir} lacks {len(missing)} weights of the model, e.g. {missing[0]}")
         tok = PreTrainedTokenizerFast.from_pretrained(model_dir)
-        qdir = model_dir / "question_tokenizer"
+        qdir = model_dir / "question_tokenizer" if path is not None else tower_tokenizer_dir()
         qtok = AutoTokenizer.from_pretrained(qdir) if qdir.is_dir() else tok
         return cls(
             model,

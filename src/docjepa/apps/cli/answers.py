@@ -8,14 +8,14 @@ from pathlib import Path
 from typing import Any
 
 from ...inference.word_answer import ANSWER_PATHS
-from .args import MAX_DPI, int_at_least
+from .args import MAX_DPI, int_at_least, model_path
 
 
-def _model_spec(text: str) -> tuple[str, Path]:
+def _model_spec(text: str) -> tuple[str, Path | None]:
     name, sep, path = text.partition("=")
     if not sep or not name or not path:
         raise argparse.ArgumentTypeError(f"expected NAME=CHECKPOINT, got {text!r}")
-    return name, Path(path)
+    return name, model_path(path)
 
 
 def cmd_benchmark_real(args: argparse.Namespace) -> None:
@@ -76,6 +76,19 @@ def cmd_demo(args: argparse.Namespace) -> None:
     run_demo(cfg, args.out, progress=not args.no_progress)
 
 
+def cmd_export_model(args: argparse.Namespace) -> None:
+    from ...modeling.shipped import shipped_dir
+    from ..model_card import export_demo_model
+
+    args.out = args.out or shipped_dir()
+    card = export_demo_model(args.run, args.out, commit=args.commit)
+    real = card["scores"]["real_pages"]
+    print(
+        f"{args.out}: {card['weights']['bytes'] / 2**20:.1f} MiB of weights; real pages "
+        f"{real['model']['mIoU']:.3f} (baseline {real['baseline']['mIoU']:.3f})"
+    )
+
+
 def cmd_results(args: argparse.Namespace) -> None:
     import shlex
 
@@ -107,7 +120,13 @@ def _add_benchmark(sub: Any) -> None:
         "questions", nargs="?", default="real", help="a questions file, or real (the packaged benchmark, the default)"
     )
     rr.add_argument("--pdfs", type=Path, required=True, help="folder holding the benchmark's documents")
-    rr.add_argument("--model", type=_model_spec, action="append", default=[], help="NAME=CHECKPOINT (repeat)")
+    rr.add_argument(
+        "--model",
+        type=_model_spec,
+        action="append",
+        default=[],
+        help="NAME=CHECKPOINT (repeat; 'shipped': the packaged model)",
+    )
     rr.add_argument("--out", type=Path, required=True)
     rr.add_argument("--no-progress", action="store_true")
     rt = rsub.add_parser("report", help="real.json → markdown table (and into marked doc sections)")
@@ -120,13 +139,20 @@ def _add_benchmark(sub: Any) -> None:
 
 def _add_predict(sub: Any) -> None:
     r = sub.add_parser("predict", help="mask of the region answering a question, on an image or a PDF page")
-    r.add_argument("--checkpoint", type=Path, required=True)
+    r.add_argument(
+        "--checkpoint",
+        type=model_path,
+        default=None,
+        help="fine-tuning run, checkpoint or model folder (default, or 'shipped': the model shipped in the package)",
+    )
     src = r.add_mutually_exclusive_group(required=True)
     src.add_argument("--image", type=Path, help="an image (words by OCR)")
     src.add_argument("--pdf", type=Path, help="a PDF (words from its text layer, OCR when it has none)")
     r.add_argument("--page", type=int_at_least(1), default=1, help="PDF page, from 1")
     r.add_argument("--question", required=True)
-    r.add_argument("--out", type=Path, required=True, help="output prefix: PREFIX.mask.png, .overlay.png, .json")
+    r.add_argument(
+        "--out", type=Path, default=None, help="output prefix: PREFIX.mask.png, .overlay.png, .json (default: none)"
+    )
     r.add_argument(
         "--dpi", type=int_at_least(36, MAX_DPI), default=150, help=f"PDF rendering resolution (36 to {MAX_DPI})"
     )
@@ -188,6 +214,18 @@ def _add_demo(sub: Any) -> None:
     d.set_defaults(func=cmd_demo)
 
 
+def _add_export(sub: Any) -> None:
+    x = sub.add_parser(
+        "export-model",
+        help="a finished demo run → the model shipped in the package (half-precision weights without the packaged "
+        "question tower, tokenizer, calibration, model_card.json)",
+    )
+    x.add_argument("run", type=Path, help="a finished docjepa demo --out folder")
+    x.add_argument("--out", type=Path, default=None, help="where to write it (default: the package's)")
+    x.add_argument("--commit", default=None, help="the commit whose code trained the run (default: git HEAD)")
+    x.set_defaults(func=cmd_export_model)
+
+
 def _add_results(sub: Any) -> None:
     res = sub.add_parser("results", help="demo results JSON → a markdown table (and into marked doc sections)")
     res.add_argument("results", nargs="+", type=Path, help="results.json files of demo runs (labelled by file name)")
@@ -200,4 +238,5 @@ def add_parsers(sub: Any) -> None:
     _add_benchmark(sub)
     _add_predict(sub)
     _add_demo(sub)
+    _add_export(sub)
     _add_results(sub)

@@ -12,6 +12,15 @@ MAX_DPI = 600
 """Highest rendering resolution of PDFs: a page at 600 dpi is already ~35 Mpx, far more than OCR needs."""
 
 
+SHIPPED = "shipped"
+"""What a model argument says for the model shipped in the package (a folder of that name: ``./shipped``)."""
+
+
+def model_path(text: str) -> Path | None:
+    """An argparse type for a model: a run, checkpoint or model folder, or None for ``shipped``."""
+    return None if text == SHIPPED else Path(text)
+
+
 def int_at_least(minimum: int, maximum: int | None = None):
     """An argparse type: an integer in [minimum, maximum]."""
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ...inference.word_answer import ANSWER_PATHS
-from .args import int_at_least, writable_file
+from .args import int_at_least, model_path, writable_file
 
 # Commands taking --key.sub=value config overrides.
 OVERRIDABLE = ("pretrain", "pretrain-clip", "finetune", "text-encoder")
@@ -127,7 +127,12 @@ def _add_training(sub: Any) -> None:
 
 def _add_evaluate(sub: Any) -> None:
     e = sub.add_parser("evaluate", help="mIoU / gIoU / cIoU of a model and of the OCR-matching baseline")
-    e.add_argument("--checkpoint", type=Path, required=True, help="fine-tuning run, checkpoint or model folder")
+    e.add_argument(
+        "--checkpoint",
+        type=model_path,
+        required=True,
+        help="fine-tuning run, checkpoint or model folder, or 'shipped' (the model shipped in the package)",
+    )
     e.add_argument("--data", type=Path, nargs="+", required=True, help="dataset folder(s)")
     e.add_argument(
         "--split",
