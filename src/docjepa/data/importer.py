@@ -43,8 +43,8 @@ class OCRUnavailable(RuntimeError):
     """Tesseract is not installed."""
 
 
-class PageOutOfRange(ValueError):
-    """A page number the file does not have."""
+class PageOutOfRange(UsageError):
+    """A page number the file does not have (reported as one line, as every wrong input)."""
 
 
 @dataclass

@@ -197,7 +197,7 @@ def test_a_word_hyphenated_at_a_line_end_is_two_words_on_their_lines(tmp_path):
     assert inter[3] - inter[1] < 20 and national[1] > inter[3]  # each on its own line
 
 
-def test_reading_one_page_renders_only_that_page(tmp_path, monkeypatch):
+def test_reading_one_page_renders_only_that_page(tmp_path, monkeypatch, capsys):
     """``read_file(only=i)`` (what ``docjepa predict --page`` reads) gives page i as a full read gives it, and
     renders no other page; a page the file lacks is named in the error."""
     from docjepa.data import importer
@@ -214,6 +214,9 @@ def test_reading_one_page_renders_only_that_page(tmp_path, monkeypatch):
     assert second.image == full[1].image
     with pytest.raises(PageOutOfRange, match="page 3 out of range: the file has 2 page"):
         read_file(tmp_path / "doc.pdf", only=2)
+    assert "page 3 out of range" in cli_error(
+        ["predict", "--pdf", str(tmp_path / "doc.pdf"), "--page", "3", "--question", "Total?"], capsys
+    )  # one line from the command, no traceback
     text_image(tmp_path / "one.png")
     with pytest.raises(PageOutOfRange, match="page 2 out of range: the file has 1 page"):
         read_file(tmp_path / "one.png", only=1)
