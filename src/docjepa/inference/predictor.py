@@ -28,72 +28,24 @@ from PIL import Image
 from ..core.errors import UsageError
 from ..data.collate import CollateConfig, DocumentCollator
 from ..data.frame import PageFrame
-from ..data.prompt import PromptBuilder, QuestionPrompt, box_mask
-from ..data.record import Page, Word, union_box, words_under
+from ..data.prompt import PromptBuilder, QuestionPrompt
+from ..data.record import Page, Word, union_box
 from .clicks import apply_clicks, boxes_mask, line_boxes
+from .mask_choice import FULL_PAGE, SNAP_AGREEMENT, choose_mask, coverage, snap_to_words, words_box
 from .word_answer import WORD_LOGIT, choose_path, span_confidence, word_logits, word_span
 
-__all__ = ["WORD_LOGIT", "DocumentPredictor", "Prediction", "word_logits", "word_span"]
-
-SNAP_AGREEMENT = 0.3
-"""Default ``min_agreement`` of :func:`snap_to_words` (chosen on trained-kinds questions: docs/docjepa-results.md)."""
-
-
-FULL_PAGE = 0.9
-"""A candidate mask covering at least this fraction of the page is not an answer (see :func:`choose_mask`)."""
-
-
-def _coverage(logits: torch.Tensor, region: torch.Tensor | np.ndarray | None) -> torch.Tensor:
-    """(N,) fraction of the page (``region`` of the frame, default all of it) that each candidate covers."""
-    on = logits > 0
-    if region is None:
-        return on.flatten(1).sum(1).float().cpu() / on[0].numel()
-    region = torch.as_tensor(region, dtype=torch.bool, device=on.device)
-    return (on & region).flatten(1).sum(1).float().cpu() / max(1, int(region.sum()))
-
-
-def choose_mask(logits: torch.Tensor, scores: torch.Tensor, region: torch.Tensor | np.ndarray | None = None) -> int:
-    """Which of N candidate masks (N, H, W) logits to return: the highest predicted IoU among the informative ones.
-
-    A question about a page always has an answer region, and it is a part of the page: a mask that is empty on the
-    page, or that covers (nearly, :data:`FULL_PAGE`) all of it, says nothing. On unfamiliar pages the IoU head can
-    rank such an output first (SAM filters its automatic masks on quality for the same reason). ``region``: (H, W)
-    bool, where the page lies in the frame (default: everywhere). When no candidate is informative, the highest
-    predicted IoU among the non-empty ones, and when every one is empty, the highest predicted IoU."""
-    cover = _coverage(logits, region)
-    filled, informative = cover > 0, (cover > 0) & (cover < FULL_PAGE)
-    s = torch.as_tensor(scores, dtype=torch.float32).detach().cpu().clone()
-    keep = informative if informative.any() else filled
-    if keep.any():
-        s[~keep] = float("-inf")
-    return int(s.argmax())
-
-
-def words_box(mask: np.ndarray, page: Page, frame: float) -> tuple[float, float, float, float] | None:
-    """The box (page pixels) around the OCR words whose centre lies inside ``mask`` (a boolean square-frame mask,
-    page pixels × ``frame`` = mask pixels), or None when it covers none."""
-    inside = words_under(page.word_boxes(), mask, frame)
-    return union_box([page.words[i].box for i in inside], 0.0) if inside else None
-
-
-def snap_to_words(
-    mask: np.ndarray, page: Page, frame: float, min_agreement: float = SNAP_AGREEMENT
-) -> tuple[np.ndarray, tuple[float, float, float, float] | None]:
-    """Replace a mask by the box of the OCR words it covers, drawn as answers are drawn (``box_mask``), when that
-    box agrees with it (IoU ≥ ``min_agreement``); otherwise keep it. Returns the mask and the box (None: kept).
-
-    The decoder's masks are 4 page pixels a side at the tiny preset, coarse against a line of text two or three
-    mask pixels tall, so a mask on the right words still misses part of their box; answers that are words are
-    whole words. A mask that the words' box would change a lot (a signature area, a table column: regions that
-    are not words) is kept as it is."""
-    box = words_box(mask, page, frame)
-    if box is None:
-        return mask, None
-    snapped = box_mask(box, page, frame, mask.shape[-1])
-    union = int((snapped | mask).sum())
-    if union == 0 or (snapped & mask).sum() / union < min_agreement:
-        return mask, None
-    return snapped, box
+__all__ = [
+    "FULL_PAGE",
+    "SNAP_AGREEMENT",
+    "WORD_LOGIT",
+    "DocumentPredictor",
+    "Prediction",
+    "choose_mask",
+    "snap_to_words",
+    "word_logits",
+    "word_span",
+    "words_box",
+]
 
 
 @dataclass(frozen=True)
@@ -431,7 +383,7 @@ class DocumentPredictor:
             if lines:
                 return mask, lines
         best = chosen if best is None else best
-        if _coverage(logits[best : best + 1], region)[0] >= FULL_PAGE:  # every candidate is the whole page: no answer
+        if coverage(logits[best : best + 1], region)[0] >= FULL_PAGE:  # every candidate is the whole page: no answer
             return np.zeros_like(region), None
         mask = (logits[best] > 0).cpu().numpy() & region
         box = None
