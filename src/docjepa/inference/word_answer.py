@@ -15,15 +15,10 @@ import math
 import torch
 
 from ..data.record import Page
+from .answer_paths import ANSWER_PATHS
 
 WORD_LOGIT = 0.0
 """A word is in a word answer when the word decoder's logit of one of its tokens exceeds this (probability ½)."""
-
-ANSWER_PATHS = ("mask", "words", "auto")
-"""How the predictor answers a question: ``mask``: the mask decoder's chosen candidate (snapped to the OCR words
-it covers; the word span only when that mask covers no word's centre); ``words``: the word span whenever
-the word decoder has logits; ``auto``: the word span when the word decoder's confidence reaches the threshold the
-model's calibration chose on its calibration pages (``Calibration.words_threshold``), else as ``mask``."""
 
 
 def word_logits(token_logits: torch.Tensor, word_index: torch.Tensor, words: int) -> torch.Tensor:

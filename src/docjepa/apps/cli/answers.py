@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ...inference.word_answer import ANSWER_PATHS
+from ...inference.answer_paths import ANSWER_PATHS
 from .args import MAX_DPI, int_at_least, model_path
 
 

@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from ...core.errors import UsageError
-from ...data.shards import ShardOptions
 from .args import MAX_DPI, int_at_least
 
 
 def cmd_generate(args: argparse.Namespace) -> None:
+    from ...data.shards import ShardOptions
     from ...data.synth.generate import NoiseOptions, generate
 
     noise = NoiseOptions(p=args.noise)
@@ -74,6 +74,7 @@ def cmd_import(args: argparse.Namespace) -> None:
     import logging
 
     from ...data.importer import import_paths
+    from ...data.shards import ShardOptions
     from ..real_benchmark import benchmark_digests
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ...inference.word_answer import ANSWER_PATHS
+from ...inference.answer_paths import ANSWER_PATHS
 from .args import int_at_least, model_path, writable_file
 
 # Commands taking --key.sub=value config overrides.
