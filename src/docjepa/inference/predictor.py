@@ -175,19 +175,20 @@ class DocumentPredictor:
         answer_path: str = "auto",
     ) -> DocumentPredictor:
         """From a fine-tuning run folder, checkpoint folder or model folder (tokenizers are stored with it); with
-        no ``path``, the model shipped in the package (:mod:`docjepa.modeling.shipped`)."""
+        no ``path`` (or its folder), the model shipped in the package (:mod:`docjepa.modeling.shipped`)."""
         from transformers import AutoTokenizer, PreTrainedTokenizerFast
         from transformers.utils import logging as hf_logging
 
         from ..modeling.files import SEGMENTATION, require_model
         from ..modeling.segmentation import DocJepaForSegmentation
-        from ..modeling.shipped import load_shipped, tower_tokenizer_dir
+        from ..modeling.shipped import is_shipped, load_shipped, tower_tokenizer_dir
         from .calibration import Calibration
 
         verbosity = hf_logging.get_verbosity()
         hf_logging.set_verbosity_error()  # the report of missing weights is checked below instead
+        shipped = path is None or is_shipped(path)
         try:
-            if path is None:
+            if shipped:
                 model, model_dir = load_shipped()
                 missing = []
             else:
@@ -199,7 +200,7 @@ class DocumentPredictor:
         if missing:
             raise UsageError(f"{model_dir} lacks {len(missing)} weights of the model, e.g. {missing[0]}")
         tok = PreTrainedTokenizerFast.from_pretrained(model_dir)
-        qdir = model_dir / "question_tokenizer" if path is not None else tower_tokenizer_dir()
+        qdir = tower_tokenizer_dir() if shipped else model_dir / "question_tokenizer"
         qtok = AutoTokenizer.from_pretrained(qdir) if qdir.is_dir() else tok
         return cls(
             model,

@@ -38,6 +38,12 @@ def shipped_dir() -> Path:
     return Path(str(resources.files("docjepa") / "pretrained"))
 
 
+def is_shipped(path: str | Path) -> bool:
+    """Whether ``path`` is the packaged model's folder (which loads through :func:`load_shipped`, its question
+    tower being referenced rather than stored)."""
+    return Path(path).resolve() == shipped_dir().resolve()
+
+
 def has_shipped_model(folder: Path | None = None) -> bool:
     folder = folder or shipped_dir()
     return (folder / WEIGHTS).is_file() and (folder / CARD).is_file()

@@ -60,7 +60,7 @@ def _add_init(esub: Any, int_at_least: Any) -> None:
         default=[],
         help="shard folders (their questions become tasks), PDFs, images or folders of them",
     )
-    i.add_argument("--checkpoint", help="fine-tuned model that `serve` uses when given none")
+    i.add_argument("--checkpoint", help="fine-tuned model that `serve` uses when given none (`shipped`: the package's)")
     i.add_argument("--limit", type=int_at_least(1), default=None, help="register at most this many pages")
     i.add_argument("--no-questions", action="store_true", help="ignore the shards' questions: annotators write them")
     i.add_argument("--dpi", type=int_at_least(36, 600), default=150)
@@ -95,7 +95,10 @@ def _add_user(esub: Any) -> None:
 
 def _add_serve(esub: Any, int_at_least: Any) -> None:
     s = with_db(esub.add_parser("serve", help="the annotation web service (FastAPI + uvicorn)"))
-    s.add_argument("--checkpoint", help="fine-tuned model proposing masks (default: the one given to init)")
+    s.add_argument(
+        "--checkpoint",
+        help="fine-tuned model proposing masks, `shipped` for the package's (default: the one given to init)",
+    )
     s.add_argument("--no-model", action="store_true", help="serve without proposals")
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int_at_least(1, 65535), default=8000)

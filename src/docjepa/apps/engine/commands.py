@@ -9,7 +9,20 @@ import sys
 from pathlib import Path
 
 from ...core.errors import UsageError
+from ..cli.args import SHIPPED
 from .db import Database
+
+
+def _model(name: str | None) -> str | None:
+    """A ``--checkpoint`` value: ``shipped`` names the model in the package (by its folder, as any model is
+    stored), anything else is a run, checkpoint or model folder."""
+    if name != SHIPPED:
+        return name
+    from ...modeling.shipped import has_shipped_model, shipped_dir
+
+    if not has_shipped_model():
+        raise UsageError("this installation has no shipped model")
+    return str(shipped_dir())
 
 
 def _db(args, migrate: bool = False) -> Database:
@@ -29,8 +42,9 @@ def cmd_init(args) -> None:
     if args.checkpoint:
         from ...modeling.files import SEGMENTATION, require_model
 
-        require_model(args.checkpoint, (SEGMENTATION,), "proposing masks")
-        result["checkpoint"] = store.set_serving_model(db, args.checkpoint)
+        checkpoint = _model(args.checkpoint)
+        require_model(checkpoint, (SEGMENTATION,), "proposing masks")
+        result["checkpoint"] = store.set_serving_model(db, checkpoint)
     totals = {"pages_added": 0, "pages_already_there": 0, "tasks_added": 0}
     from ...data.importer import iter_pages
 
@@ -96,7 +110,7 @@ def cmd_serve(args) -> None:
     from .app import ServerConfig, create_app
 
     db = _db(args)
-    checkpoint = args.checkpoint
+    checkpoint = _model(args.checkpoint)
     if checkpoint is None and not args.no_model:
         checkpoint = store.serving_model(db)
         if checkpoint is None:
@@ -179,7 +193,9 @@ def cmd_propose_questions(args) -> None:
     db = _db(args)
     print(
         json.dumps(
-            propose_questions(db, args.checkpoint or serving_checkpoint(db), args.bank_min_score, not args.no_progress),
+            propose_questions(
+                db, _model(args.checkpoint) or serving_checkpoint(db), args.bank_min_score, not args.no_progress
+            ),
             indent=1,
         )
     )
@@ -193,7 +209,12 @@ def cmd_autolabel(args) -> None:
     print(
         json.dumps(
             autolabel(
-                db, args.checkpoint or serving_checkpoint(db), args.agree, args.target, args.limit, not args.no_progress
+                db,
+                _model(args.checkpoint) or serving_checkpoint(db),
+                args.agree,
+                args.target,
+                args.limit,
+                not args.no_progress,
             ),
             indent=1,
         )

@@ -32,7 +32,8 @@ def all_questions() -> SplitConfig:
 
 
 def model_version(model_dir: Path) -> str:
-    """``RUN-FOLDER-NAME:sha256[:10]`` of the weights: which model proposed an annotation."""
+    """``RUN-FOLDER-NAME:sha256[:10]`` of the weights (``shipped:…`` for the package's model): which model
+    proposed an annotation."""
     weights = sorted(Path(model_dir).glob("*.safetensors")) or sorted(Path(model_dir).glob("*.bin"))
     digest = hashlib.sha256()
     for w in weights:
@@ -41,6 +42,10 @@ def model_version(model_dir: Path) -> str:
                 digest.update(chunk)
     name = Path(model_dir).resolve()
     label = name.parents[2].name if name.name == "model" and name.parent.parent.name == "checkpoints" else name.name
+    from ...modeling.shipped import is_shipped
+
+    if is_shipped(name):
+        label = "shipped"
     return f"{label}:{digest.hexdigest()[:10]}"
 
 
