@@ -24,14 +24,15 @@ def tiny_bert_folder(tok, path: Path, dropout: float = 0.1) -> Path:
     return path
 
 
-def seg_batch(docs, tok, pairs):
+def seg_batch(docs, tok, pairs, page_reader: bool = False):
     """A fine-tuning batch of (page, question) ``pairs`` of the ``docs`` fixture's pages (256 px, 128-px masks)."""
     from docjepa.data.collate import CollateConfig
     from docjepa.data.segment import SegmentCollator
     from docjepa.data.shards import DocumentDataset
 
     ds = DocumentDataset(docs / "d")
-    collate = SegmentCollator(tok, tok, CollateConfig(image_size=256, mask_size=128, max_tokens=128), seed=0)
+    cfg = CollateConfig(image_size=256, mask_size=128, max_tokens=128)
+    collate = SegmentCollator(tok, tok, cfg, seed=0, page_reader=page_reader)
     return collate([(i, (ds[p], q)) for i, (p, q) in enumerate(pairs)])
 
 

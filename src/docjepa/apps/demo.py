@@ -243,7 +243,7 @@ def _train(cfg: DemoConfig, out: Path, train_dirs: list[Path], progress: bool, t
         )
         _stage("pretrain-clip", out / "clip", cfg.clip_steps, pretrain_clip, clip_cfg, progress)
         timings["pretrain_clip"] = time.perf_counter() - t
-        tower_model = {"question_tower": out / "clip", "freeze_question_tower": False}
+        tower_model = {"question_tower": out / "clip", "freeze_question_tower": False, "page_reader": False}
     else:
         log.info("question tower: the pre-trained text encoder in %s, kept frozen", tower)
         tower_model = {"question_tower": tower, "freeze_question_tower": True}

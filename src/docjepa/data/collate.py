@@ -19,6 +19,7 @@ import torch
 from PIL import Image
 
 from .frame import fit_scale
+from .reader import reader_inputs
 from .record import Page, rasterize
 from .tokenizer import normalise_box, tokenize_words
 
@@ -95,10 +96,14 @@ def paste(canvas: np.ndarray, patch: np.ndarray, dx: int, dy: int) -> None:
 
 
 class DocumentCollator:
-    """Callable for ``DataLoader(collate_fn=…)`` over items ``(page, question index or None)``."""
+    """Callable for ``DataLoader(collate_fn=…)`` over items ``(page, question index or None)``.
 
-    def __init__(self, tokenizer, config: CollateConfig | None = None) -> None:
+    With a ``reader_tokenizer`` (the question tower's), the batch also holds the page's words as that tower reads
+    them (:func:`~docjepa.data.reader.reader_inputs`), for a model with a page reader."""
+
+    def __init__(self, tokenizer, config: CollateConfig | None = None, reader_tokenizer=None) -> None:
         self.tokenizer, self.cfg = tokenizer, config or CollateConfig()
+        self.reader_tokenizer = reader_tokenizer
 
     def _image(self, page: Page, place: Placement) -> torch.Tensor:
         side = self.cfg.image_size
@@ -164,7 +169,7 @@ class DocumentCollator:
             attention[i, : len(t)] = 1
             bbox[i, : len(t)] = torch.tensor(b)
             word_index[i, : len(t)] = torch.tensor(w)
-        return {
+        batch = {
             "pixel_values": torch.stack(images),  # (B, 3, S, S)
             "input_ids": input_ids,  # (B, L)
             "attention_mask": attention,  # (B, L)
@@ -175,3 +180,8 @@ class DocumentCollator:
             "questions": questions,
             "question_types": qtypes,
         }
+        if self.reader_tokenizer is not None:  # only the words the page tokens reach; the rest would go unused
+            reached = [max((i for i in w if i is not None and i >= 0), default=-1) + 1 for w in word_ids]
+            pages = [[w.text for w in page.words[:n]] for (page, _), n in zip(items, reached)]
+            batch.update(reader_inputs(self.reader_tokenizer, pages))
+        return batch

@@ -21,7 +21,8 @@ class SegmentCollator:
     is the OCR matcher's box for each question). With ``jitter`` > 0 (an ablation) each sample's page is shrunk
     by a factor drawn from [1 − jitter, 1] and put at a random place in the square input (drawn per position;
     image, words, target and prompt move together), so where an answer usually lies on a trained layout is no
-    shortcut (SAM's scale jitter).
+    shortcut (SAM's scale jitter). With ``page_reader``, the batch also holds the page's words in the question
+    tokenizer's pieces (:func:`~docjepa.data.reader.reader_inputs`).
     """
 
     def __init__(
@@ -33,10 +34,11 @@ class SegmentCollator:
         seed: int = 0,
         lexical_prior: bool = False,
         jitter: float = 0.0,
+        page_reader: bool = False,
     ) -> None:
         if not 0.0 <= jitter < 1.0:
             raise ValueError(f"jitter must be in [0, 1), not {jitter}")
-        self.base = DocumentCollator(tokenizer, collate)
+        self.base = DocumentCollator(tokenizer, collate, question_tokenizer if page_reader else None)
         m = collate.mask_size
         self.prompts = PromptBuilder(tokenizer, question_tokenizer, max_question_tokens, m, lexical_prior)
         self.seed, self.jitter = seed, jitter

@@ -29,6 +29,7 @@ from ..core.errors import UsageError
 from ..data.collate import CollateConfig, DocumentCollator
 from ..data.frame import PageFrame
 from ..data.prompt import PromptBuilder, QuestionPrompt
+from ..data.reader import reader_batch
 from ..data.record import Page, Word, union_box
 from .clicks import apply_clicks, boxes_mask, line_boxes
 from .mask_choice import FULL_PAGE, SNAP_AGREEMENT, choose_mask, coverage, snap_to_words, words_box
@@ -155,7 +156,9 @@ class DocumentPredictor:
         self.tokenizer, self.qtok = tokenizer, question_tokenizer or tokenizer
         self.size = model.config.image_size
         self.collate = DocumentCollator(
-            tokenizer, CollateConfig(image_size=self.size, mask_size=model.config.mask_size, max_tokens=max_tokens)
+            tokenizer,
+            CollateConfig(image_size=self.size, mask_size=model.config.mask_size, max_tokens=max_tokens),
+            self.qtok if getattr(model.config, "page_reader", False) else None,
         )
         self.snap = snap
         self.prompts = PromptBuilder(
@@ -219,8 +222,10 @@ class DocumentPredictor:
     def set_page(self, page: Page) -> EncodedPage:
         """Encode a page (image + OCR words); later answers reuse the encoding, which is returned too."""
         batch = self.collate([(page, None)])
+        reader = reader_batch(batch)
         encoding = self.model.encode_image(
-            *(batch[k].to(self.device) for k in ("pixel_values", "input_ids", "attention_mask", "bbox"))
+            *(batch[k].to(self.device) for k in ("pixel_values", "input_ids", "attention_mask", "bbox")),
+            reader=None if reader is None else {k: v.to(self.device) for k, v in reader.items()},
         )
         frame = PageFrame.of(page, self.size, self.model.config.mask_size)
         return self.set_encoded(EncodedPage(page, encoding, batch["word_index"][0], frame))

@@ -43,6 +43,7 @@ class DocJepaConfig(PretrainedConfig):
         lexical_prior: bool = False,
         prior_gain: float = 0.0,
         freeze_question_tower: bool = False,
+        page_reader: bool = False,
         **kwargs,
     ) -> None:
         self.image = dict(image or {})
@@ -73,6 +74,8 @@ class DocJepaConfig(PretrainedConfig):
         """Initial weight of a mask prompt (as ±1) added to the mask logits; 0 = not added."""
         self.freeze_question_tower = freeze_question_tower
         """The question tower's weights stay as loaded while the rest of the segmentation model trains."""
+        self.page_reader = page_reader
+        """The question tower also reads the page's words, added to the page tokens (``modeling.page_reader``)."""
 
         super().__init__(**kwargs)
 

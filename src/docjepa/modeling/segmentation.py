@@ -10,6 +10,7 @@ from torch import Tensor, nn
 from transformers import PretrainedConfig
 
 from ..data.prompt import QuestionPrompt
+from ..data.reader import READER_KEYS, reader_batch
 from .mask_decoder import (
     LayoutPainter,
     MaskDecoder,
@@ -22,6 +23,7 @@ from .mask_decoder import (
     word_cover,
 )
 from .model import DocJepaConfig, DocJepaModel, DocJepaPreTrainedModel
+from .page_reader import PageReader
 from .prompt_encoder import GeometryPromptEncoder, QuestionEncoder, tower_config
 
 
@@ -98,20 +100,30 @@ class DocJepaForSegmentation(DocJepaPreTrainedModel):
             d, self.backbone.text_encoder.hidden_size, d // 8, config.decoder_layers, config.decoder_heads
         )
         self.prior_gain = nn.Parameter(torch.tensor(float(config.prior_gain)))  # learned from its initial value
+        self.page_reader = PageReader(d) if config.page_reader else None
         self.post_init()
+        if self.page_reader is not None:
+            self.page_reader._zero_init()
 
     def encode_image(
-        self, pixel_values: Tensor, input_ids: Tensor, attention_mask: Tensor, bbox: Tensor
+        self, pixel_values: Tensor, input_ids: Tensor, attention_mask: Tensor, bbox: Tensor, reader: dict | None = None
     ) -> PageEncoding:
-        """Pages (image + OCR tokens) → fused image embedding, fused tokens and their painted map."""
+        """Pages (image + OCR tokens) → fused image embedding, fused tokens and their painted map. A model with a
+        page reader also needs ``reader``: the collator's ``reader_ids``, ``reader_mask``, ``reader_word`` and
+        ``word_index`` (see :mod:`~docjepa.modeling.page_reader`); its reading is added to the fused tokens."""
         out = self.backbone(pixel_values, input_ids, attention_mask, bbox)
         cover = word_cover(bbox, attention_mask, self.config.mask_size)
+        text = out.fused_text
+        if self.page_reader is not None:
+            if reader is None or any(k not in reader for k in (*READER_KEYS, "word_index")):
+                raise ValueError("this model reads the page with its question tower: give the collator's reader inputs")
+            text = text + self.page_reader(self.question_encoder, reader, reader["word_index"]).to(text.dtype)
         return PageEncoding(
             image=out.fused_image,
-            text=out.fused_text,
+            text=text,
             attention_mask=attention_mask,
             cover=cover,
-            words=self.painter(out.fused_text, cover),
+            words=self.painter(text, cover),
         )
 
     def decode(self, page: PageEncoding, prompt: QuestionPrompt, multimask: bool = True) -> SegmentationOutput:
@@ -171,7 +183,9 @@ class DocJepaForSegmentation(DocJepaPreTrainedModel):
         (positive in a missed part, negative in a wrong one), added to the earlier clicks as point prompts, with
         that answer as the mask prompt; the page is encoded once. Their losses, averaged, weigh half the
         question-only loss, so plain answering stays the larger part of training."""
-        page = self.encode_image(batch["pixel_values"], batch["input_ids"], batch["attention_mask"], batch["bbox"])
+        page = self.encode_image(
+            batch["pixel_values"], batch["input_ids"], batch["attention_mask"], batch["bbox"], reader_batch(batch)
+        )
         prompt, target = batch["prompt"], batch["target"]
         out = self.decode(page, prompt, multimask=multimask)
         losses = sam_loss(out.masks, out.iou, target)

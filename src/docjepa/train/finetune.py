@@ -51,6 +51,10 @@ class SegModelConfig:
     """Initial (learned) weight with which that mask prompt, as ±1, is also added to the mask logits."""
     freeze_question_tower: bool = False
     """Keep the question tower as loaded: a pre-trained language tower keeps its knowledge of wording."""
+    page_reader: bool = False
+    """The question tower also reads the page's words (``modeling.page_reader``): its per-word states, projected as
+    the question's, are added to the page tokens through a map that starts at zero, so question and page words
+    meet in one pre-trained language. Needs a pre-trained ``question_tower``."""
     freeze_text_layers: int = 0
     """Keep the page text encoder's embeddings and first N layers as loaded (-1: all; 0: train everything): a
     pre-trained encoder's knowledge kept while the new parts (layout embeddings, heads, fusion) learn."""
@@ -151,6 +155,12 @@ def build_segmentation_model(cfg: FinetuneConfig, tokenizer) -> DocJepaForSegmen
     if cfg.model.freeze_question_tower and not (cfg.model.question_tower or cfg.model.init):
         raise ValueError("model.freeze_question_tower needs a pre-trained tower: set model.question_tower")
     config.freeze_question_tower = cfg.model.freeze_question_tower
+    if cfg.model.page_reader and not cfg.model.question_tower:
+        raise ValueError(
+            "model.page_reader reads the page with a pre-trained tower: set model.question_tower "
+            "(or model.page_reader=false)"
+        )
+    config.page_reader = cfg.model.page_reader
     model = DocJepaForSegmentation(config)
     if cfg.model.init:
         n = load_weights(model, src)
@@ -227,6 +237,7 @@ class FinetuneTask(Task):
             seed=cfg.run.seed,
             lexical_prior=mcfg.lexical_prior,
             jitter=cfg.ablation.jitter,
+            page_reader=bool(getattr(mcfg, "page_reader", False)),
         )
 
     def compute(self, model: nn.Module, batch: dict) -> dict:

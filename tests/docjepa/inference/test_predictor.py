@@ -60,7 +60,7 @@ def test_predictor_caches_the_page_and_takes_prompts(docs, tok, monkeypatch):
     page = DocumentDataset(docs / "d")[0]
     calls = []
     encode = model.encode_image
-    monkeypatch.setattr(model, "encode_image", lambda *a: calls.append(1) or encode(*a))
+    monkeypatch.setattr(model, "encode_image", lambda *a, **kw: calls.append(1) or encode(*a, **kw))
     predictor.set_page(page)
     first = predictor.predict(page.questions[0].text)
     second = predictor.predict(page.questions[1].text)

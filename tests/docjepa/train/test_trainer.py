@@ -105,3 +105,12 @@ def test_configs_are_checked_and_built_from_python_values(tmp_path):
         updated(cfg, {"run": {"steps": "many"}})
     with pytest.raises(ValueError, match=r"optim\.name: expected one of 'rsngd', 'adamw'"):
         load_config(FinetuneConfig, None, ["--optim.name=sgd"])
+
+
+def test_a_page_reader_needs_a_pretrained_question_tower(tok):
+    from docjepa.train.finetune import build_segmentation_model
+
+    cfg = load_config(FinetuneConfig, None, ["--model.page_reader=true"])
+    assert cfg.model.page_reader and not cfg.model.question_tower
+    with pytest.raises(ValueError, match=r"model\.page_reader reads the page with a pre-trained tower"):
+        build_segmentation_model(cfg, tok)

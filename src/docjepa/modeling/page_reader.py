@@ -1,0 +1,100 @@
+"""The page reader: the page's words read by the question tower, so that question and page share one language.
+
+The page text encoder learns its vocabulary from this project's text alone; the question goes through a
+pre-trained sentence encoder (all-MiniLM-L6-v2 by default). Without a reader, "Installation" in a question and
+"Installation" on the page meet only through attention the decoder learns from a few thousand examples. With one,
+the page's words also go through the question tower (the same module: no weights of its own), its token states
+are averaged per word, projected by the question encoder's own projection, so a word on the page and the same word
+in a question land on the same vector, and added to every page token of that word after the layout-aware
+backbone, through a linear map that starts at zero: at step 0 the model is exactly the one without a reader, and
+layout never enters the pre-trained tower's input, which therefore reads what it was trained on.
+
+The reading depends on the page's words only. A frozen tower reads each page once: in training, the readings of
+the pages seen are kept (per page, in half precision) and reused whenever the page comes back; a predictor keeps
+the whole page encoding anyway.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import torch
+from torch import Tensor, nn
+
+from .prompt_encoder import QuestionEncoder
+
+
+def pool_words(states: Tensor, word: Tensor, words: int) -> Tensor:
+    """Mean of the token states (B, R, H) of each word (``word`` (B, R): its index, −1 for none) → (B, words, H);
+    a word no token reaches is zero."""
+    b, _, h = states.shape
+    keep = (word >= 0) & (word < words)
+    rows = torch.arange(b, device=word.device).unsqueeze(1).expand_as(word)
+    flat = (rows * words + word.clamp(min=0))[keep]
+    total = states.new_zeros(b * words, h).index_add(0, flat, states[keep])
+    count = states.new_zeros(b * words).index_add(0, flat, torch.ones_like(flat, dtype=states.dtype))
+    return (total / count.clamp(min=1).unsqueeze(1)).view(b, words, h)
+
+
+def spread(per_word: Tensor, word_index: Tensor) -> Tensor:
+    """Per-word features (B, W, H) → per page token (B, L, H) by each token's word (−1 or beyond W: zero)."""
+    _, w, h = per_word.shape
+    valid = (word_index >= 0) & (word_index < w)
+    picked = per_word.gather(1, word_index.clamp(0, max(w - 1, 0)).unsqueeze(-1).expand(-1, -1, h))
+    return picked * valid.unsqueeze(-1).to(picked.dtype)
+
+
+class PageReader(nn.Module):
+    """The question tower's reading of the page's words → (B, L, D) to add to the fused page tokens."""
+
+    def __init__(self, dim: int, cache_pages: int = 8192) -> None:
+        super().__init__()
+        self.mix = nn.Linear(dim, dim)
+        nn.init.zeros_(self.mix.weight)
+        nn.init.zeros_(self.mix.bias)
+        self.cache_pages = cache_pages
+        self._cache: OrderedDict[bytes, Tensor] = OrderedDict()
+
+    def _zero_init(self) -> None:
+        """Called by the model's weight initialisation, which would otherwise draw ``mix`` at random."""
+        nn.init.zeros_(self.mix.weight)
+        nn.init.zeros_(self.mix.bias)
+
+    def read(self, encoder: QuestionEncoder, ids: Tensor, mask: Tensor, word: Tensor, words: int) -> Tensor:
+        """The tower's states averaged per word (B, words, H); cached per page while training a frozen tower."""
+        cached = self.training and encoder.frozen and self.cache_pages > 0
+        if not cached:
+            with torch.set_grad_enabled(torch.is_grad_enabled() and not encoder.frozen):
+                states = encoder.clip(input_ids=ids, attention_mask=mask).last_hidden_state
+            return pool_words(states, word, words)
+        keys = [ids[i, : int(mask[i].sum())].cpu().numpy().tobytes() for i in range(len(ids))]
+        missing = list({k: i for i, k in reversed(list(enumerate(keys))) if k not in self._cache}.values())
+        if missing:
+            sub = torch.tensor(missing, device=ids.device)
+            length = int(mask[sub].sum(1).max())
+            with torch.no_grad():
+                states = encoder.clip(input_ids=ids[sub, :length], attention_mask=mask[sub, :length]).last_hidden_state
+                pooled = pool_words(states.float(), word[sub, :length], words)
+            for j, i in enumerate(missing):
+                n = int(word[i].max()) + 1
+                self._cache[keys[i]] = pooled[j, :n].to(torch.float16)
+        out = torch.zeros(len(ids), words, encoder.clip.config.hidden_size, device=ids.device)
+        for i, k in enumerate(keys):
+            self._cache.move_to_end(k)
+            got = self._cache[k][:words]
+            out[i, : len(got)] = got.float()
+        while len(self._cache) > self.cache_pages:
+            self._cache.popitem(last=False)
+        return out
+
+    def forward(self, encoder: QuestionEncoder, reader: dict[str, Tensor], word_index: Tensor) -> Tensor:
+        """``reader``: ``reader_ids``, ``reader_mask``, ``reader_word`` (:func:`~docjepa.data.reader.reader_inputs`);
+        ``word_index`` (B, L): each page token's word → (B, L, D). Pages longer than the tower's positions are cut
+        there; the words after the cut get nothing."""
+        words = max(int(word_index.max()) + 1, 1)
+        cut = getattr(encoder.clip.config, "max_position_embeddings", None)  # a longer page: its last words unread
+        ids, mask, word = (reader[k][:, :cut] for k in ("reader_ids", "reader_mask", "reader_word"))
+        per_word = self.read(encoder, ids, mask, word, words)
+        per_token = spread(per_word, word_index).to(encoder.proj.weight.dtype)
+        read = (per_token != 0).any(-1, keepdim=True)  # special tokens, padding and words past the cut: nothing
+        return self.mix(encoder.proj(per_token)) * read

@@ -1,0 +1,136 @@
+"""The page reader: the question tower reads the page's words; at step 0 the model is the one without it."""
+
+import pytest
+import torch
+
+pytest.importorskip("transformers")
+
+from docjepa.data.reader import reader_batch
+from docjepa.data.split import SplitConfig, question_pairs
+from docjepa.modeling import build_config
+from docjepa.modeling.page_reader import pool_words, spread
+from docjepa.modeling.prompt_encoder import tower_spec
+from docjepa.modeling.segmentation import DocJepaForSegmentation
+from tests.helpers import seg_batch, tiny_bert_folder
+
+
+def test_pooling_per_word_and_spreading_to_tokens_against_float64_loops(gen):
+    states = torch.randn(2, 7, 5, generator=gen, dtype=torch.float64)
+    word = torch.tensor([[-1, 0, 0, 1, 3, -1, -1], [-1, 2, 2, 2, 0, 1, -1]])
+    pooled = pool_words(states, word, 4)
+    for b in range(2):
+        for w in range(4):
+            rows = [r for r in range(7) if word[b, r] == w]
+            expected = states[b, rows].mean(0) if rows else torch.zeros(5, dtype=torch.float64)
+            torch.testing.assert_close(pooled[b, w], expected)
+    index = torch.tensor([[0, 0, 3, -1, 2], [1, 2, 9, 0, -1]])  # 9: beyond the words read → zero
+    out = spread(pooled, index)
+    for b in range(2):
+        for t in range(5):
+            w = int(index[b, t])
+            expected = pooled[b, w] if 0 <= w < 4 else torch.zeros(5, dtype=torch.float64)
+            torch.testing.assert_close(out[b, t], expected)
+
+
+def reader_models(tok, folder):
+    """The same model without and with a page reader (its other weights copied), both with a frozen tower."""
+    models = []
+    for reader in (False, True):
+        torch.manual_seed(0)
+        config = build_config("tiny", len(tok))
+        config.freeze_question_tower, config.page_reader = True, reader
+        seg = DocJepaForSegmentation(config)
+        seg.question_encoder.load_pretrained_tower(folder)
+        seg.config.question_tower = tower_spec(seg.question_encoder.clip)
+        models.append(seg)
+    plain, read = models
+    missing, unexpected = read.load_state_dict(plain.state_dict(), strict=False)
+    assert set(missing) == {"page_reader.mix.weight", "page_reader.mix.bias"} and not unexpected
+    return plain, read
+
+
+def encode(model, batch):
+    keys = ("pixel_values", "input_ids", "attention_mask", "bbox")
+    return model.encode_image(*(batch[k] for k in keys), reader=reader_batch(batch))
+
+
+def test_the_reader_starts_at_zero_then_adds_the_towers_reading(docs, tok, tmp_path, gen):
+    plain, read = reader_models(tok, tiny_bert_folder(tok, tmp_path / "bert"))
+    batch = seg_batch(docs, tok, question_pairs([docs / "d"], SplitConfig(), "all")[:3], page_reader=True)
+    plain.eval(), read.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(encode(read, batch).text, encode(plain, batch).text)  # step 0: nothing changes
+        torch.testing.assert_close(encode(read, batch).words, encode(plain, batch).words)
+        read.page_reader.mix.weight.normal_(generator=gen)
+        changed = encode(read, batch).text - encode(plain, batch).text
+    # What it adds is mix(proj(the tower's states averaged per word)), given to every token of that word.
+    enc, tower = read.question_encoder, read.question_encoder.clip
+    cut = tower.config.max_position_embeddings  # 64: these pages are longer, so their last words go unread
+    ids, mask, pieces = (batch[k][:, :cut] for k in ("reader_ids", "reader_mask", "reader_word"))
+    with torch.no_grad():
+        states = tower(input_ids=ids, attention_mask=mask).last_hidden_state.double()
+    mix, proj = read.page_reader.mix, enc.proj
+    unread = 0
+    for b in range(3):
+        for t in range(batch["word_index"].shape[1]):
+            w = int(batch["word_index"][b, t])
+            if w < 0 or not (pieces[b] == w).any():  # special tokens, padding, words past the cut: nothing
+                unread += w >= 0
+                assert (changed[b, t] == 0).all()
+                continue
+            x = states[b, pieces[b] == w].mean(0) @ proj.weight.double().T + proj.bias.double()
+            expected = x @ mix.weight.double().T + mix.bias.double()
+            torch.testing.assert_close(changed[b, t].double(), expected, rtol=1e-4, atol=1e-5)
+    assert unread > 0
+    with pytest.raises(ValueError, match="reader inputs"):
+        read.encode_image(*(batch[k] for k in ("pixel_values", "input_ids", "attention_mask", "bbox")))
+
+
+def test_a_frozen_tower_reads_each_page_once_in_training_and_the_mix_learns(docs, tok, tmp_path):
+    _, read = reader_models(tok, tiny_bert_folder(tok, tmp_path / "bert"))
+    pairs = question_pairs([docs / "d"], SplitConfig(), "all")
+    other = next(p for p in pairs if p[0] != pairs[0][0])
+    batch = seg_batch(docs, tok, [pairs[0], pairs[1], other], page_reader=True)  # two questions on one page
+    assert pairs[1][0] == pairs[0][0]
+    calls = []
+    hook = lambda module, args, kwargs, out: calls.append(kwargs["input_ids"].shape[0])  # noqa: E731
+    read.question_encoder.clip.register_forward_hook(hook, with_kwargs=True)
+    read.train()
+    first = read(batch, word_loss=1.0)
+    first["loss"].backward()
+    assert calls == [2, 3] and len(read.page_reader._cache) == 2  # each page read once and kept; then the questions
+    assert read.page_reader.mix.weight.grad.abs().sum() > 0  # zero at the start, but it learns
+    assert all(p.grad is None for p in read.question_encoder.clip.parameters())
+    calls.clear()
+    reader, enc = reader_batch(batch), read.question_encoder
+    with torch.no_grad():
+        read.page_reader.mix.weight.normal_()
+        again = read.page_reader(enc, reader, batch["word_index"])
+    assert calls == []  # the pages' readings came from the cache
+    read.eval()  # evaluation reads afresh (a predictor keeps the page encoding instead)
+    with torch.no_grad():
+        fresh = read.page_reader(enc, reader, batch["word_index"])
+    assert fresh.abs().max() > 0.1
+    torch.testing.assert_close(again, fresh, rtol=1e-2, atol=1e-2)  # the cache holds half precision
+    assert calls == [3]
+
+
+def test_a_page_reader_model_saves_loads_and_predicts(docs, tok, tmp_path):
+    from docjepa.data.shards import DocumentDataset
+    from docjepa.inference.predictor import DocumentPredictor
+
+    _, read = reader_models(tok, tiny_bert_folder(tok, tmp_path / "bert"))
+    torch.nn.init.normal_(read.page_reader.mix.weight, std=0.5)
+    read.save_pretrained(tmp_path / "seg")
+    tok.save_pretrained(tmp_path / "seg")
+    predictor = DocumentPredictor.from_pretrained(tmp_path / "seg", device="cpu")
+    assert predictor.model.page_reader is not None
+    torch.testing.assert_close(predictor.model.page_reader.mix.weight, read.page_reader.mix.weight)
+    page = DocumentDataset(docs / "d")[0]
+    encoded = predictor.set_page(page)
+    batch = predictor.collate([(page, None)])
+    with torch.no_grad():
+        expected = encode(read.eval(), batch).text
+    torch.testing.assert_close(encoded.encoding.text, expected)
+    answer = predictor.predict(page.questions[0].text)
+    assert answer.masks.shape[-2:] == (page.height, page.width) and answer.answer.shape == (page.height, page.width)
