@@ -7,13 +7,10 @@ import os
 from pathlib import Path
 
 from ...core.errors import UsageError
+from ..model_names import SHIPPED
 
 MAX_DPI = 600
 """Highest rendering resolution of PDFs: a page at 600 dpi is already ~35 Mpx, far more than OCR needs."""
-
-
-SHIPPED = "shipped"
-"""What a model argument says for the model shipped in the package (a folder of that name: ``./shipped``)."""
 
 
 def model_path(text: str) -> Path | None:

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from ...core.errors import UsageError
-from ..cli.args import SHIPPED
+from ..model_names import SHIPPED
 from .db import Database
 
 
