@@ -108,7 +108,12 @@ def run_base(args, deadline: Deadline, device: torch.device, out: Path) -> dict[
             return result
     ft = load_config(FinetuneConfig, "finetune/tiny")
     ft.model = dataclasses.replace(
-        ft.model, preset=preset, init=str(work / "pretrain"), question_tower="", freeze_question_tower=False
+        ft.model,
+        preset=preset,
+        init=str(work / "pretrain"),
+        question_tower="",  # the preset's untrained CLIP tower, trained along: no reader of the page with it
+        freeze_question_tower=False,
+        page_reader=False,
     )
     ft.data = dataclasses.replace(ft.data, train=[str(data)], workers=workers, max_tokens=cfg.data.max_tokens)
     ft.run = dataclasses.replace(

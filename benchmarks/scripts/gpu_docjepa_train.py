@@ -110,6 +110,7 @@ def run(args, deadline: Deadline, device: torch.device, out: Path) -> dict[str, 
         init=str(work / "pretrain"),
         question_tower=str(tower if tower is not None else work / "clip"),
         freeze_question_tower=tower is not None,
+        page_reader=tower is not None,  # as docjepa demo: a CLIP tower trained here does not read the page
     )
     ft.data, ft.run = data(ft.data), loop(ft.run, steps, 100)
     t = time.perf_counter()
