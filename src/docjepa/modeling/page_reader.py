@@ -4,8 +4,8 @@ The page text encoder learns its vocabulary from this project's text alone; the 
 pre-trained sentence encoder (all-MiniLM-L6-v2 by default). Without a reader, "Installation" in a question and
 "Installation" on the page meet only through attention the decoder learns from a few thousand examples. With one,
 the page's words also go through the question tower (the same module: no weights of its own), its token states
-are averaged per word, projected by the question encoder's own projection, so a word on the page and the same word
-in a question land on the same vector, and added to every page token of that word after the layout-aware
+are averaged per word, projected by the question encoder's own projection, so that the page's words and the
+question's tokens lie in one space, and added to every page token of that word after the layout-aware
 backbone, through a linear map that starts at zero: at step 0 the model is exactly the one without a reader, and
 layout never enters the pre-trained tower's input, which therefore reads what it was trained on.
 
