@@ -50,8 +50,7 @@ class PageReader(nn.Module):
     def __init__(self, dim: int, cache_pages: int = 8192) -> None:
         super().__init__()
         self.mix = nn.Linear(dim, dim)
-        nn.init.zeros_(self.mix.weight)
-        nn.init.zeros_(self.mix.bias)
+        self._zero_init()
         self.cache_pages = cache_pages
         self._cache: OrderedDict[bytes, Tensor] = OrderedDict()
 
