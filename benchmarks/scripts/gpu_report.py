@@ -235,6 +235,7 @@ def report(results: Path, doc: Path) -> str:
         lines += docjepa_tables(
             read("docjepa-base"), read("docjepa-train"), summary.get("parts", {}).get("docjepa-train")
         )
+        lines.append("")  # a blank line before the next device's heading
     if not folders:
         lines = [
             "No GPU results are committed yet: every figure in these docs comes from 2 CPU cores. The command "
