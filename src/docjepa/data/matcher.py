@@ -7,12 +7,17 @@
    nearest word to its right on the same line and those following it (up to a gap wider than three word
    heights); if there are none, the words of the next line below that overlap it
    horizontally. Its box is the union of those words.
+
+A question that quotes text ("Where does section 'Installation' begin?", "Find “Total due”") asks where that
+text is: the answer is then the run of words that best matches the quoted text itself (steps 1 and 2 with the
+quote's words, a run as long as the quote), not the value next to it.
 """
 
 from __future__ import annotations
 
 import difflib
 import functools
+import re
 
 from .lexical import content_words, normalise
 from .record import Word
@@ -37,10 +42,57 @@ def _same_line(a: Word, b: Word) -> bool:
     return abs(ca - cb) < 0.5 * h
 
 
+QUOTED = re.compile(r"(?:^|(?<=\s))[\'\"\u2018\u201c](.+?)[\'\"\u2019\u201d](?=$|[\s?.,!:;)])")
+"""A quoted span: an opening quote at the start or after a space, its closing quote before a space, punctuation
+or the end (so the apostrophes of "company's" and "What's" quote nothing)."""
+
+
+def quoted(question: str) -> str | None:
+    """The first text the question quotes, or None."""
+    m = QUOTED.search(question)
+    return m.group(1).strip() or None if m else None
+
+
+def _best_run(terms: list[str], words: list[Word], longest: int) -> tuple[int, int] | None:
+    """The run of up to ``longest`` consecutive words on one line whose words best match ``terms`` (step 2),
+    beginning and ending on a matching word."""
+    norm = [normalise(w.text) for w in words]
+    score = [max((_similar(n, t) for t in terms), default=0.0) if n else 0.0 for n in norm]
+    best, key = 0.0, None
+    for i in range(len(words)):
+        if score[i] == 0:
+            continue
+        total = 0.0
+        for j in range(i, min(i + longest, len(words))):
+            if j > i and not _same_line(words[j - 1], words[j]):
+                break
+            total += score[j]
+            if score[j] > 0 and total > best:
+                best, key = total, (i, j)
+    return key
+
+
+def _box(run: list[Word]) -> tuple[float, float, float, float]:
+    return (
+        min(w.box[0] for w in run),
+        min(w.box[1] for w in run),
+        max(w.box[2] for w in run),
+        max(w.box[3] for w in run),
+    )
+
+
 def baseline_box(question: str, words: list[Word]) -> tuple[float, float, float, float] | None:
     """The baseline's answer box in page pixels, or None when nothing in the question matches the page."""
+    if not words:
+        return None
+    phrase = quoted(question)
+    if phrase is not None:
+        terms = content_words(phrase) or [normalise(t) for t in phrase.split() if normalise(t)]
+        key = _best_run(terms, words, max(4, len(phrase.split()))) if terms else None
+        if key is not None:
+            return _box(words[key[0] : key[1] + 1])
     terms = content_words(question)
-    if not terms or not words:
+    if not terms:
         return None
     norm = [normalise(w.text) for w in words]
     score = [max((_similar(n, t) for t in terms), default=0.0) if n else 0.0 for n in norm]

@@ -7,7 +7,7 @@ pytest.importorskip("transformers")
 
 
 from docjepa.data.lexical import content_words, word_matches
-from docjepa.data.matcher import baseline_box
+from docjepa.data.matcher import baseline_box, quoted
 from docjepa.data.prompt import lexical_prior
 from docjepa.data.record import Answer, Page, Question, Word, box_polygon
 from docjepa.eval.evaluate import answer_masks
@@ -41,6 +41,28 @@ def test_baseline_finds_the_value_next_to_the_key():
     # The same normalisation gives the model's exact-match feature (word level, case and punctuation folded).
     assert word_matches("What is the invoice number?", [w.text for w in words])[:3] == [True, False, False]
     assert word_matches("Where is the billing address?", ["Billing", "address:", "the"]) == [True, True, False]
+
+
+def test_a_quoted_text_is_answered_by_where_it_stands_not_by_the_value_after_it():
+    words = _page(
+        [
+            ("6", (10, 100, 18, 112)),
+            ("Feature", (24, 100, 80, 112)),
+            ("structures", (84, 100, 150, 112)),
+            ("Feature", (10, 130, 60, 140)),  # the same words again in the running text below
+            ("lists", (64, 130, 90, 140)),
+            ("are", (94, 130, 110, 140)),
+            ("Options:", (10, 200, 60, 210)),
+            ("none", (70, 200, 100, 210)),
+        ]
+    )
+    assert baseline_box("Where does section 'Feature structures' begin?", words) == (24, 100, 150, 112)
+    assert baseline_box("Find \u201coptions\u201d", words) == (10, 200, 60, 210)  # the label itself, not "none"
+    assert baseline_box("What are the options?", words) == (70, 200, 100, 210)  # unquoted: the value, as before
+    assert baseline_box("Where does section 'Glossary' begin?", words) is None  # not on the page
+    assert quoted("What is the company's name and the client's address?") is None  # apostrophes quote nothing
+    assert quoted("What's the date?") is None
+    assert quoted("Where is the form field 'name'?") == "name"
 
 
 def test_lexical_prior_is_the_baseline_box_in_the_mask_frame():
