@@ -20,7 +20,7 @@ import functools
 import re
 
 from .lexical import content_words, normalise
-from .record import Word
+from .record import Word, union_box
 
 
 @functools.lru_cache(maxsize=1 << 16)  # pure; a page's words meet the same question terms again and again
@@ -72,15 +72,6 @@ def _best_run(terms: list[str], words: list[Word], longest: int) -> tuple[int, i
     return key
 
 
-def _box(run: list[Word]) -> tuple[float, float, float, float]:
-    return (
-        min(w.box[0] for w in run),
-        min(w.box[1] for w in run),
-        max(w.box[2] for w in run),
-        max(w.box[3] for w in run),
-    )
-
-
 def baseline_box(question: str, words: list[Word]) -> tuple[float, float, float, float] | None:
     """The baseline's answer box in page pixels, or None when nothing in the question matches the page."""
     if not words:
@@ -90,7 +81,7 @@ def baseline_box(question: str, words: list[Word]) -> tuple[float, float, float,
         terms = content_words(phrase) or [normalise(t) for t in phrase.split() if normalise(t)]
         key = _best_run(terms, words, max(4, len(phrase.split()))) if terms else None
         if key is not None:
-            return _box(words[key[0] : key[1] + 1])
+            return union_box([w.box for w in words[key[0] : key[1] + 1]])
     terms = content_words(question)
     if not terms:
         return None
@@ -132,9 +123,4 @@ def baseline_box(question: str, words: list[Word]) -> tuple[float, float, float,
             value = [w for w in below if w.box[1] < top + height]
     if not value:
         return None
-    return (
-        min(w.box[0] for w in value),
-        min(w.box[1] for w in value),
-        max(w.box[2] for w in value),
-        max(w.box[3] for w in value),
-    )
+    return union_box([w.box for w in value])
