@@ -14,8 +14,8 @@ answers, mean per kind, mIoU the mean over kinds):
 - ``mask`` / ``words``: the chosen candidate as a mask (snapped to its words), and the word decoder's span;
 - ``best candidate``: the best of the decoder's candidate masks, each snapped as the answer is;
 - ``best drawn``: the best of those and the word span (what a perfect choice among what the model drew scores);
-- ``ceiling``: the true answer's own words drawn as the predictor draws words (``word_ceiling``'s measure, per
-  question): the most an answer of whole OCR words scores under this metric.
+- ``ceiling``: the true answer's own words drawn as the predictor draws words (``question_ceiling``, the measure
+  of ``word_ceiling``): the most an answer of whole OCR words scores under this metric.
 
 ``report`` fills the ``<!-- headroom:start -->`` … ``end`` section of the Markdown file.
 """
@@ -38,12 +38,11 @@ ARMS = ("answer", "mask", "words", "best candidate", "best drawn", "ceiling")
 def question_rows(predictor, root: Path, part: str, limit: int | None) -> list[dict]:
     """One row per question: its kind and the IoU of each arm (``ARMS``)."""
     from docjepa.data.frame import PageFrame
-    from docjepa.data.record import words_under
     from docjepa.data.shards import DocumentDataset
     from docjepa.data.split import SplitConfig
     from docjepa.eval.evaluate import answer_masks, questions_by_page
+    from docjepa.eval.interactive import question_ceiling
     from docjepa.eval.scores import best_answer
-    from docjepa.inference.clicks import boxes_mask, word_blocks
 
     split = SplitConfig() if part == "heldout" else SplitConfig([], 0)
     _, by_page = questions_by_page([root], split, part, limit)
@@ -72,13 +71,7 @@ def question_rows(predictor, root: Path, part: str, limit: int | None) -> list[d
                 iou(predictor.answer_mask(decoded, c, "mask")[0]) for c in range(decoded.logits.shape[0])
             )
             got["best drawn"] = max(got["best candidate"], got["words"], got["answer"])
-            ceiling = 0.0
-            for truth in truths:
-                words = words_under(page.word_boxes(), truth, frame)
-                drawn = boxes_mask(word_blocks(page, words), page, frame, size) if words else np.zeros_like(truth)
-                inter, union = best_answer(drawn, [truth])
-                ceiling = max(ceiling, inter / union if union else 1.0)
-            got["ceiling"] = ceiling
+            got["ceiling"] = question_ceiling(page, q, frame, size)
             rows.append({"kind": page.questions[q].qtype, **got})
     return rows
 

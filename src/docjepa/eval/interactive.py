@@ -17,7 +17,7 @@ from scipy import ndimage
 from tqdm.auto import tqdm
 
 from ..data.frame import PageFrame
-from ..data.record import words_under
+from ..data.record import Page, words_under
 from ..data.shards import DocumentDataset
 from ..data.split import SplitConfig
 from ..inference.clicks import boxes_mask, word_blocks
@@ -127,11 +127,17 @@ def word_ceiling(
     for p, questions in by_page.items():
         page = pages[p]
         frame = PageFrame.of(page, size, size).frame  # page pixels → mask pixels, as set_page places the page
-        for q in questions:
-            best = 0.0
-            for truth in answer_masks(page, q, frame, size):
-                words = words_under(page.word_boxes(), truth, frame)
-                drawn = boxes_mask(word_blocks(page, words), page, frame, size) if words else np.zeros_like(truth)
-                best = max(best, _iou(drawn, truth))
-            ious.append(best)
+        ious += [question_ceiling(page, q, frame, size) for q in questions]
     return {"split": part, "questions": len(pairs), "mIoU": float(np.mean(ious))}
+
+
+def question_ceiling(page: Page, question: int, frame: float, size: int) -> float:
+    """The best IoU an answer of whole OCR words reaches on one question: each true answer's own words (those whose
+    centre it covers) drawn as the predictor draws a word answer, against that answer, at ``size`` mask pixels
+    (page pixels × ``frame``); the best over the question's answers."""
+    best = 0.0
+    for truth in answer_masks(page, question, frame, size):
+        words = words_under(page.word_boxes(), truth, frame)
+        drawn = boxes_mask(word_blocks(page, words), page, frame, size) if words else np.zeros_like(truth)
+        best = max(best, _iou(drawn, truth))
+    return best
