@@ -17,6 +17,10 @@ answers, mean per kind, mIoU the mean over kinds):
 - ``ceiling``: the true answer's own words drawn as the predictor draws words (``question_ceiling``, the measure
   of ``word_ceiling``): the most an answer of whole OCR words scores under this metric.
 
+Questions whose answer is words (``docjepa.eval.evaluate.text_truths``) are also scored by their text, as DocVQA
+scores answers (ANLS of the words each of ``answer``, ``mask`` and ``words`` covers; ``TEXT_ARMS``): the IoU of a
+one-character page number against its glyph box says little about whether the answer reads right.
+
 ``report`` fills the ``<!-- headroom:start -->`` … ``end`` section of the Markdown file.
 """
 
@@ -33,14 +37,16 @@ import numpy as np
 
 START, END = "<!-- headroom:start -->", "<!-- headroom:end -->"
 ARMS = ("answer", "mask", "words", "best candidate", "best drawn", "ceiling")
+TEXT_ARMS = ("answer", "mask", "words")
 
 
 def question_rows(predictor, root: Path, part: str, limit: int | None) -> list[dict]:
-    """One row per question: its kind and the IoU of each arm (``ARMS``)."""
+    """One row per question: its kind, the IoU of each arm (``ARMS``) and, when its answer is words, the ANLS of
+    each of ``TEXT_ARMS`` (``text``)."""
     from docjepa.data.frame import PageFrame
     from docjepa.data.shards import DocumentDataset
     from docjepa.data.split import SplitConfig
-    from docjepa.eval.evaluate import answer_masks, questions_by_page
+    from docjepa.eval.evaluate import answer_masks, questions_by_page, text_score, text_truths
     from docjepa.eval.interactive import question_ceiling
     from docjepa.eval.scores import best_answer
 
@@ -62,17 +68,21 @@ def question_rows(predictor, root: Path, part: str, limit: int | None) -> list[d
 
             decoded = predictor.decode(page.questions[q].text)
             chosen = predictor.choose(decoded)
-            got = {
-                "answer": iou(predictor.answer_mask(decoded, chosen)[0]),
-                "mask": iou(predictor.answer_mask(decoded, chosen, "mask")[0]),
-                "words": iou(predictor.answer_mask(decoded, chosen, "words")[0]),
+            drawn = {
+                "answer": predictor.answer_mask(decoded, chosen)[0],
+                "mask": predictor.answer_mask(decoded, chosen, "mask")[0],
+                "words": predictor.answer_mask(decoded, chosen, "words")[0],
             }
+            got = {arm: iou(m) for arm, m in drawn.items()}
             got["best candidate"] = max(
                 iou(predictor.answer_mask(decoded, c, "mask")[0]) for c in range(decoded.logits.shape[0])
             )
             got["best drawn"] = max(got["best candidate"], got["words"], got["answer"])
             got["ceiling"] = question_ceiling(page, q, frame, size)
             rows.append({"kind": page.questions[q].qtype, **got})
+            texts = text_truths(page, q)
+            if texts:
+                rows[-1]["text"] = {arm: text_score(page, drawn[arm], frame, texts) for arm in TEXT_ARMS}
     return rows
 
 
@@ -85,11 +95,21 @@ def summarise(rows: list[dict]) -> dict:
         k: {"n": len(rs), **{a: round(float(np.mean([r[a] for r in rs])), 4) for a in ARMS}}
         for k, rs in sorted(kinds.items())
     }
-    return {
+    out = {
         "questions": len(rows),
         "mIoU": {a: round(float(np.mean([v[a] for v in per_kind.values()])), 4) for a in ARMS},
         "per_kind": per_kind,
     }
+    text: dict[str, dict] = {}
+    for k, rs in sorted(kinds.items()):
+        scored = [r["text"] for r in rs if "text" in r]
+        if scored:
+            text[k] = {"n": len(scored), **{a: round(float(np.mean([t[a] for t in scored])), 4) for a in TEXT_ARMS}}
+    if text:
+        out["text_questions"] = sum(v["n"] for v in text.values())
+        out["mANLS"] = {a: round(float(np.mean([v[a] for v in text.values()])), 4) for a in TEXT_ARMS}
+        out["text_per_kind"] = text
+    return out
 
 
 def run(args) -> None:
@@ -112,15 +132,28 @@ def run(args) -> None:
 
 
 def table(result: dict) -> str:
-    """The docs' table: one row per set's mIoU, then one per kind of the first set."""
+    """The docs' tables: one row per set's mIoU, then one per kind of the first set; the same for the text answers'
+    ANLS where the sets have questions whose answer is words."""
     head = "| | " + " | ".join(ARMS) + " |"
     lines = [head, "|" + "---|" * (len(ARMS) + 1)]
     sets = list(result["sets"].items())
     for name, s in sets:
         lines.append(f"| {name}, mIoU ({s['questions']}) | " + " | ".join(f"{s['mIoU'][a]:.3f}" for a in ARMS) + " |")
-    name, first = sets[0]
+    label, first = sets[0][0].split()[0], sets[0][1]
     for kind, v in first["per_kind"].items():
-        lines.append(f"| {name.split()[0]}: {kind} ({v['n']}) | " + " | ".join(f"{v[a]:.3f}" for a in ARMS) + " |")
+        lines.append(f"| {label}: {kind} ({v['n']}) | " + " | ".join(f"{v[a]:.3f}" for a in ARMS) + " |")
+    if "mANLS" not in first:
+        return "\n".join(lines)
+    lines += ["", "| text answers, ANLS | " + " | ".join(TEXT_ARMS) + " |", "|" + "---|" * (len(TEXT_ARMS) + 1)]
+    for name, s in sets:
+        if "mANLS" in s:
+            lines.append(
+                f"| {name}, mean over kinds ({s['text_questions']}) | "
+                + " | ".join(f"{s['mANLS'][a]:.3f}" for a in TEXT_ARMS)
+                + " |"
+            )
+    for kind, v in first["text_per_kind"].items():
+        lines.append(f"| {label}: {kind} ({v['n']}) | " + " | ".join(f"{v[a]:.3f}" for a in TEXT_ARMS) + " |")
     return "\n".join(lines)
 
 

@@ -11,10 +11,10 @@ from tqdm.auto import tqdm
 
 from ..data.matcher import baseline_box
 from ..data.prompt import box_mask
-from ..data.record import Page, rasterize
+from ..data.record import Page, rasterize, words_under
 from ..data.shards import DocumentDataset, RecordError
 from ..data.split import SplitConfig, question_pairs
-from .scores import Scores, best_answer
+from .scores import ANLS_THRESHOLD, Scores, anls, best_answer
 
 log = logging.getLogger("docjepa.eval")
 
@@ -29,6 +29,32 @@ def answer_masks(page: Page, question: int, scale: float, size: int) -> list[np.
         m[: min(h, size), : min(w, size)] = r[:size, :size] > 0
         out.append(m)
     return out
+
+
+def mask_text(page: Page, mask: np.ndarray, frame: float) -> str:
+    """The text of the words a square-frame mask covers (page pixels × ``frame`` = mask pixels), in reading order."""
+    return " ".join(page.words[i].text for i in words_under(page.word_boxes(), mask, frame))
+
+
+def text_truths(page: Page, question: int) -> list[str]:
+    """The texts of a question's answers that are words: those whose region's own words read as the answer's text
+    (:func:`~docjepa.eval.scores.anls` at least τ). Empty for a region answer (a contents page, a table, a
+    paragraph), whose text, when it has one, names the region rather than spelling it: that question is scored by
+    IoU alone."""
+    out = []
+    for answer in page.questions[question].answers:
+        if not answer.text.strip():
+            continue
+        region = rasterize(answer.regions, (page.height, page.width), (page.height, page.width)) > 0
+        if anls(mask_text(page, region, 1.0), [answer.text]) >= ANLS_THRESHOLD:
+            out.append(answer.text)
+    return out
+
+
+def text_score(page: Page, mask: np.ndarray, frame: float, texts: list[str]) -> float | None:
+    """The ANLS of what a square-frame mask reads against a question's :func:`text_truths` (None: there are none,
+    the question is not scored by text)."""
+    return anls(mask_text(page, mask, frame), texts) if texts else None
 
 
 def questions_by_page(
@@ -59,7 +85,9 @@ def evaluate(
 ) -> dict:
     """Scores of the model (its answer as the predictor gives it: the top-scored non-empty mask, snapped to the OCR
     words when the predictor snaps, or the word span; see ``DocumentPredictor.answer_path``), of each answer path
-    alone (``paths``: ``mask`` and ``words``) and of the baseline on the ``part`` pairs of ``roots``.
+    alone (``paths``: ``mask`` and ``words``) and of the baseline on the ``part`` pairs of ``roots``: IoU of every
+    question, and the ANLS of the words each answer covers for every question whose answer is words
+    (:func:`text_truths`).
 
     With ``keep_examples`` > 0 the first few predictions are returned too (for the demo report); with ``keep_rows``
     one row per question (kind, the chosen candidate's predicted IoU, the model's IoU, the baseline's IoU), for
@@ -86,19 +114,22 @@ def evaluate(
             decoded = predictor.decode(question.text)
             size, frame = predictor.encoded.frame.mask_size, predictor.encoded.frame.frame  # page px → mask px
             answers = answer_masks(page, q, frame, size)
+            texts = text_truths(page, q)
             best = predictor.choose(decoded)
             pred, _ = predictor.answer_mask(decoded, best)  # the chosen mask, snapped to the OCR words
             m_parts = best_answer(pred, answers)
-            model.add(question.qtype, *m_parts, question.template)
+            model.add(question.qtype, *m_parts, question.template, text_score(page, pred, frame, texts))
             by_path = {}
             for name, scores in paths.items():
-                by_path[name] = best_answer(predictor.answer_mask(decoded, best, name)[0], answers)
-                scores.add(question.qtype, *by_path[name], question.template)
+                path_mask = predictor.answer_mask(decoded, best, name)[0]
+                by_path[name] = best_answer(path_mask, answers)
+                scores.add(question.qtype, *by_path[name], question.template, text_score(page, path_mask, frame, texts))
             bmask = box_mask(baseline_box(question.text, page.words), page, frame, size)
             b_parts = best_answer(bmask, answers)
-            base.add(question.qtype, *b_parts, question.template)
+            base.add(question.qtype, *b_parts, question.template, text_score(page, bmask, frame, texts))
             if keep_rows:
                 rows.append(_row(question, float(decoded.scores[best]), m_parts, b_parts))
+                rows[-1]["anls"] = model.texts[-1]
                 rows[-1]["paths"] = {k: v[0] / v[1] if v[1] else 1.0 for k, v in by_path.items()}
                 rows[-1]["words_confidence"] = predictor.words_confidence(decoded)
             if len(examples) < keep_examples:
