@@ -44,6 +44,7 @@ class DocJepaConfig(PretrainedConfig):
         prior_gain: float = 0.0,
         freeze_question_tower: bool = False,
         page_reader: bool = False,
+        prompt_gate: bool = False,
         **kwargs,
     ) -> None:
         self.image = dict(image or {})
@@ -76,6 +77,10 @@ class DocJepaConfig(PretrainedConfig):
         """The question tower's weights stay as loaded while the rest of the segmentation model trains."""
         self.page_reader = page_reader
         """The question tower also reads the page's words, added to the page tokens (``modeling.page_reader``)."""
+        self.prompt_gate = prompt_gate
+        """The matcher's box, as mask prompt, weighs ``prior_gain`` × 2·sigmoid(a linear map of the pooled question)
+        in the mask logits, a map that starts at zero (×1, the ungated model). A prompt with clicks (the answer
+        being refined) keeps ``prior_gain``."""
 
         super().__init__(**kwargs)
 

@@ -101,9 +101,13 @@ class DocJepaForSegmentation(DocJepaPreTrainedModel):
         )
         self.prior_gain = nn.Parameter(torch.tensor(float(config.prior_gain)))  # learned from its initial value
         self.page_reader = PageReader(d) if config.page_reader else None
+        self.prompt_gate = nn.Linear(d, 1) if getattr(config, "prompt_gate", False) else None
         self.post_init()
         if self.page_reader is not None:
             self.page_reader._zero_init()
+        if self.prompt_gate is not None:  # ×1 at the start: the ungated model
+            nn.init.zeros_(self.prompt_gate.weight)
+            nn.init.zeros_(self.prompt_gate.bias)
 
     def encode_image(
         self, pixel_values: Tensor, input_ids: Tensor, attention_mask: Tensor, bbox: Tensor, reader: dict | None = None
@@ -130,7 +134,7 @@ class DocJepaForSegmentation(DocJepaPreTrainedModel):
         """Prompts → masks for encoded pages (see :class:`~docjepa.data.prompt.QuestionPrompt`: a question, points
         or boxes, at least one; the question's word ids enable the lexical path; a mask prompt is refined)."""
         p = prompt
-        tokens, high_res, token_logits = [], page.words, None
+        tokens, high_res, token_logits, q = [], page.words, None, None
         mask_prompt = p.mask_prompt
         if mask_prompt is not None and mask_prompt.shape[-1] != page.cover.size:
             raise ValueError(f"mask prompt is {mask_prompt.shape[-1]} px, the decoder's masks {page.cover.size} px")
@@ -163,7 +167,10 @@ class DocJepaForSegmentation(DocJepaPreTrainedModel):
         masks, iou = self.mask_decoder(image, pos, sparse, dense, multimask, high_res=high_res)
         if mask_prompt is not None and self.config.prior_gain:  # the prompt as a residual: refine, don't redraw
             given = (mask_prompt.flatten(1).amax(1) > 0).view(-1, 1, 1, 1)
-            masks = masks + given * self.prior_gain * (2 * mask_prompt.to(masks.dtype) - 1)
+            gain = self.prior_gain
+            if self.prompt_gate is not None and q is not None and p.points is None:  # trust in the matcher's box
+                gain = gain * 2 * torch.sigmoid(self.prompt_gate(q[:, 0]).float()).view(-1, 1, 1, 1)
+            masks = masks + given * gain * (2 * mask_prompt.to(masks.dtype) - 1)
         return SegmentationOutput(masks=masks, iou=iou, token_logits=token_logits)
 
     def forward(

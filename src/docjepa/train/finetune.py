@@ -55,6 +55,10 @@ class SegModelConfig:
     """The question tower also reads the page's words (``modeling.page_reader``): its per-word states, projected as
     the question's, are added to the page tokens through a map that starts at zero, so question and page words
     meet in one pre-trained language. Needs a pre-trained ``question_tower``."""
+    prompt_gate: bool = False
+    """Scale the mask prompt's weight per question (``DocJepaConfig.prompt_gate``): the model learns which
+    questions' matcher boxes to trust, rather than one weight for all. Ignored without a mask prompt added to the
+    logits (``lexical_prior`` false or ``prior_gain`` 0)."""
     freeze_text_layers: int = 0
     """Keep the page text encoder's embeddings and first N layers as loaded (-1: all; 0: train everything): a
     pre-trained encoder's knowledge kept while the new parts (layout embeddings, heads, fusion) learn."""
@@ -161,6 +165,7 @@ def build_segmentation_model(cfg: FinetuneConfig, tokenizer) -> DocJepaForSegmen
             "(or model.page_reader=false)"
         )
     config.page_reader = cfg.model.page_reader
+    config.prompt_gate = cfg.model.prompt_gate and bool(config.prior_gain)  # no prompt added: nothing to weigh
     model = DocJepaForSegmentation(config)
     if cfg.model.init:
         n = load_weights(model, src)

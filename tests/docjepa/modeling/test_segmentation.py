@@ -156,6 +156,41 @@ def test_mask_prompt_reaches_the_decoder(docs, tok, gen):
             model.decode(emb, dataclasses.replace(b["prompt"], mask_prompt=mask[..., :64, :64]))
 
 
+def test_the_prompt_gate_starts_as_the_ungated_model_and_weighs_each_questions_prompt(docs, tok, gen):
+    config = build_config("tiny", len(tok))
+    config.lexical_prior, config.prior_gain = True, 2.0
+    torch.manual_seed(0)
+    plain = DocJepaForSegmentation(config).eval()
+    config.prompt_gate = True
+    gated = DocJepaForSegmentation(config).eval()
+    missing, unexpected = gated.load_state_dict(plain.state_dict(), strict=False)
+    assert set(missing) == {"prompt_gate.weight", "prompt_gate.bias"} and not unexpected
+    pairs = question_pairs([docs / "d"], SplitConfig(), "all")[:3]
+    ds = DocumentDataset(docs / "d")
+    collate = SegmentCollator(
+        tok, tok, CollateConfig(image_size=256, mask_size=128, max_tokens=128), seed=0, lexical_prior=True
+    )
+    b = collate([(i, (ds[p], q)) for i, (p, q) in enumerate(pairs)])
+    mask = (torch.rand(3, 1, 128, 128, generator=gen) > 0.7).float()
+    prompt = dataclasses.replace(b["prompt"], mask_prompt=mask)
+    with torch.no_grad():
+        emb = plain.encode_image(b["pixel_values"], b["input_ids"], b["attention_mask"], b["bbox"])
+        torch.testing.assert_close(gated.decode(emb, prompt).masks, plain.decode(emb, prompt).masks)  # ×1 at first
+        unprompted = plain.decode(emb, dataclasses.replace(prompt, mask_prompt=None)).masks
+        gated.prompt_gate.weight.normal_(generator=gen)
+        q = gated.question_encoder(prompt.question_ids, prompt.question_mask)[:, 0]
+        scale = 2 * torch.sigmoid(gated.prompt_gate(q).double()).view(-1, 1, 1, 1)
+        assert scale.std() > 0.01  # each question its own weight
+        # The residual is the only thing the gate touches: masks = decoder(prompt) + 2 · scale · (2 · prompt − 1).
+        undecorated = plain.decode(emb, prompt).masks.double() - 2.0 * (2 * mask.double() - 1)
+        torch.testing.assert_close(
+            gated.decode(emb, prompt).masks.double(), undecorated + 2.0 * scale * (2 * mask.double() - 1)
+        )
+        assert not torch.allclose(unprompted, undecorated.float())  # the prompt also reaches the decoder itself
+        clicked = dataclasses.replace(prompt, points=torch.full((3, 1, 2), 100.0), point_labels=torch.ones(3, 1))
+        torch.testing.assert_close(gated.decode(emb, clicked).masks, plain.decode(emb, clicked).masks)  # refining
+
+
 @pytest.mark.slow
 def test_tiny_model_overfits_a_few_documents(docs, tok):
     torch.manual_seed(0)

@@ -6,7 +6,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from docjepa.core.config import load_config
+from docjepa.core.config import load_config, updated
 from docjepa.train.finetune import FinetuneConfig
 from docjepa.train.optim import OptimConfig
 from docjepa.train.trainer import RunConfig, Task, Trainer
@@ -93,7 +93,7 @@ def test_configs_are_checked_and_built_from_python_values(tmp_path):
     old.write_text("model:\n  clip: packaged\n")
     with pytest.raises(ValueError, match=r"unknown config key\(s\) model\.clip; known: .*model\.question_tower"):
         load_config(FinetuneConfig, old)
-    from docjepa.core.config import save_config, updated
+    from docjepa.core.config import save_config
 
     odd = tmp_path / "a,b [c]"  # a comma and brackets: one path, not a list
     cfg = updated(load_config(FinetuneConfig, "finetune/tiny"), {"data": {"train": [odd]}, "run": {"steps": 7}})
@@ -114,3 +114,19 @@ def test_a_page_reader_needs_a_pretrained_question_tower(tok):
     assert cfg.model.page_reader and not cfg.model.question_tower
     with pytest.raises(ValueError, match=r"model\.page_reader reads the page with a pre-trained tower"):
         build_segmentation_model(cfg, tok)
+
+
+def test_a_prompt_gate_weighs_the_mask_prompt_only_where_there_is_one(tok):
+    from docjepa.train.finetune import build_segmentation_model
+
+    cfg = load_config(
+        FinetuneConfig,
+        "finetune/tiny",
+        ["--model.question_tower=", "--model.page_reader=false", "--model.freeze_question_tower=false"],
+    )
+    assert cfg.model.prompt_gate  # on in the tiny config
+    model = build_segmentation_model(cfg, tok)
+    assert model.prompt_gate is not None and model.config.prompt_gate
+    cfg = updated(cfg, {"model": {"lexical_prior": False}})
+    model = build_segmentation_model(cfg, tok)  # no prompt added to the logits: nothing to weigh
+    assert model.prompt_gate is None and not model.config.prompt_gate
