@@ -101,7 +101,7 @@ class DocJepaForSegmentation(DocJepaPreTrainedModel):
         )
         self.prior_gain = nn.Parameter(torch.tensor(float(config.prior_gain)))  # learned from its initial value
         self.page_reader = PageReader(d) if config.page_reader else None
-        self.prompt_gate = nn.Linear(d, 1) if getattr(config, "prompt_gate", False) else None
+        self.prompt_gate = nn.Linear(d, 1) if config.prompt_gate else None
         self.post_init()
         if self.page_reader is not None:
             self.page_reader._zero_init()
