@@ -8,7 +8,8 @@
 # make docs  : the documentation site into runs/site (strict: a broken link or image fails)
 # make gpu   : the GPU evidence in one command, inside BUDGET seconds (default 480), on a lent GPU machine
 #              (docs/gpu.md); make gpu DRY=1: the same code on the CPU at tiny shapes (the test suite runs it)
-# make gpu-data : the corpora, tokenizer and wheels make gpu needs there, into runs/gpu-data (carried along)
+# make gpu-data : the corpora, tokenizer and wheels make gpu needs there, into runs/gpu-data (carried along);
+#              PREPARE_ARGS=--docjepa GPU_DATA=runs/gpu-docjepa: only docjepa-train's, with the demo's question tower
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -73,11 +74,13 @@ GPU_PY   := $(if $(wildcard $(BIN)/python),$(BIN)/python,python3)
 gpu: $(if $(DRY),setup)
 	@if [ -z "$(DRY)" ] && ls $(GPU_DATA)/wheels/*.whl >/dev/null 2>&1; then \
 		$(GPU_PY) -m pip install -q --no-index --no-deps --no-compile --target runs/gpu-site $(GPU_DATA)/wheels/*.whl; fi
+	@if [ -z "$(DRY)" ] && [ -f $(GPU_DATA)/tower.tar.xz ]; then tar xJf $(GPU_DATA)/tower.tar.xz -C $(GPU_DATA); fi
 	HF_HUB_OFFLINE=1 PYTHONPATH=src:runs/gpu-site $(GPU_PY) benchmarks/scripts/gpu.py run --budget-s $(BUDGET) \
-		$(if $(DRY),--dry-run,$(if $(wildcard $(GPU_DATA)),--shared $(GPU_DATA) --cache $(GPU_DATA)/cache)) $(GPU_ARGS)
+		$(if $(DRY),--dry-run,$(if $(wildcard $(GPU_DATA)),--shared $(GPU_DATA) --cache $(GPU_DATA)/cache)) \
+		$(if $(and $(if $(DRY),,1),$(wildcard $(GPU_DATA)/tower.tar.xz)),--question-tower $(GPU_DATA)/tower) $(GPU_ARGS)
 
 gpu-data: setup
-	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/scripts/gpu.py prepare $(GPU_DATA)
+	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/scripts/gpu.py prepare $(GPU_DATA) $(PREPARE_ARGS)
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .ruff_cache

@@ -193,6 +193,11 @@ def main(argv: list[str] | None = None) -> int:
     add_run_arguments(part)
     prep = sub.add_parser("prepare", help="put the text part 2 reads into a folder to carry to the GPU machine")
     prep.add_argument("folder", type=Path)
+    prep.add_argument(
+        "--docjepa",
+        action="store_true",
+        help="only what docjepa-train needs: the Faker wheel and the packaged question tower (float16, xz)",
+    )
     unp = sub.add_parser("unpack", help="a model folder from docjepa-train's packed checkpoint")
     unp.add_argument("files", nargs="+", type=Path)
     unp.add_argument("--to", type=Path, required=True)
@@ -211,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "prepare":
         from gpu_report import prepare
 
-        prepare(args.folder, Path(ROOT.parent / "shared" / "data"))
+        prepare(args.folder, Path(ROOT.parent / "shared" / "data"), docjepa=args.docjepa)
         return 0
     if args.command == "unpack":
         from gpu_docjepa_train import unpack

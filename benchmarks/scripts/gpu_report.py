@@ -21,17 +21,40 @@ GALORE_7B_GB = 22.0
 SCALE_1B_GB = 2.81
 
 
-def prepare(folder: Path, shared: Path) -> None:
+TOWER_ARCHIVE = "tower.tar.xz"
+"""The packaged question tower as ``prepare(docjepa=True)`` writes it; ``make gpu`` unpacks it there."""
+
+
+def prepare(folder: Path, shared: Path, docjepa: bool = False) -> None:
     """What ``make gpu`` needs on a GPU machine that has neither the corpora nor the internet, in one folder to carry
     there (``make gpu-data``): GCIDE's ``gcide.dict.dz`` (``apt-get download dict-gcide``, unpacked, nothing
     installed), WikiText-2 and Tiny Shakespeare from ``shared``, the 32,000-piece BPE of part 2 learnt here
     (``cache/``: the GPU then only tokenizes), and ``wheels/``: pure-Python wheels the GPU image lacks (Faker, which
-    the synthetic pages need)."""
-    from importlib.metadata import version
+    the synthetic pages need). With ``docjepa``, only what part 4 needs: the wheels and the demo's question tower
+    (the packaged all-MiniLM-L6-v2, 88 MiB, too large to carry beside the repository) with its weights in float16,
+    xz-compressed (``tower.tar.xz``, 41 MiB)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if docjepa:
+        tower_archive(folder / TOWER_ARCHIVE)
+    else:
+        text_corpora(folder, shared)
+    wheels = folder / "wheels"
+    if not list(wheels.glob("faker-*.whl")):
+        from importlib.metadata import version
 
+        pin = f"faker=={version('faker')}"
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "-d", str(wheels), pin],
+            check=True,
+        )
+    size = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+    print(f"{folder}: {size / 2**20:.1f} MiB ({', '.join(sorted(p.name for p in folder.iterdir()))})")
+
+
+def text_corpora(folder: Path, shared: Path) -> None:
+    """GCIDE, WikiText-2, Tiny Shakespeare and GCIDE's BPE into ``folder`` (see :func:`prepare`)."""
     from rsngd.bench.data import load_corpus
 
-    folder.mkdir(parents=True, exist_ok=True)
     for name in ("wikitext-2", "tinyshakespeare"):
         if (shared / name).is_dir() and not (folder / name).is_dir():
             shutil.copytree(shared / name, folder / name)
@@ -52,15 +75,32 @@ def prepare(folder: Path, shared: Path) -> None:
         load_corpus("gcide", 32000, cache=folder / "cache", shared=folder)
         for tokens in (folder / "cache").glob("tokens-*.pt"):  # the GPU machine tokenizes faster than it carries
             tokens.unlink()
-    wheels = folder / "wheels"
-    if not list(wheels.glob("faker-*.whl")):
-        pin = f"faker=={version('faker')}"
-        subprocess.run(
-            [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "-d", str(wheels), pin],
-            check=True,
-        )
-    size = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
-    print(f"{folder}: {size / 2**20:.1f} MiB ({', '.join(sorted(p.name for p in folder.iterdir()))})")
+
+
+def tower_archive(target: Path, source: Path | None = None) -> None:
+    """``source`` (default: the packaged sentence encoder) as ``tower/`` in an xz tar, float weights in float16
+    (``load_tower`` reads them back as float32), its model card and git metadata left out."""
+    import lzma
+    import tarfile
+
+    from safetensors.torch import load_file, save_file
+
+    from docjepa.modeling.sentence_encoder import packaged_sentence_encoder
+
+    if target.is_file():
+        return
+    source = source or packaged_sentence_encoder()
+    if source is None:
+        raise SystemExit("the packaged question tower is not installed (pip install -e '.[lang]')")
+    with tempfile.TemporaryDirectory() as tmp:
+        tower = Path(tmp) / "tower"
+        shutil.copytree(source, tower, ignore=shutil.ignore_patterns("*.safetensors", "README.md", ".gitattributes"))
+        for f in source.glob("*.safetensors"):
+            state = load_file(f)
+            save_file({k: v.half() if v.is_floating_point() else v for k, v in state.items()}, tower / f.name)
+        with lzma.open(target.with_suffix(".part"), "wb", preset=6) as xz, tarfile.open(fileobj=xz, mode="w") as tar:
+            tar.add(tower, arcname="tower")
+    target.with_suffix(".part").rename(target)
 
 
 def gb(n: float | None) -> str:
@@ -144,7 +184,9 @@ def lm_table(data: dict, plot: str | None) -> list[str]:
     return lines
 
 
-def docjepa_tables(base: dict | None, train: dict | None, part: dict | None = None) -> list[str]:
+def docjepa_tables(
+    base: dict | None, train: dict | None, part: dict | None = None, real: dict | None = None
+) -> list[str]:
     lines: list[str] = []
     if base:
         p = base["protocol"]
@@ -180,6 +222,15 @@ def docjepa_tables(base: dict | None, train: dict | None, part: dict | None = No
             f"The demo recipe with {plan.get('steps', '?')} fine-tuning steps planned, {done} (question tower: "
             f"{train.get('question_tower', '?')}): {score}."
         )
+    if real and "real" in real.get("sets", {}):
+        r = real["sets"]["real"]
+        lines += [
+            "",
+            f"Its checkpoint scored back on the CPU (`word_answers.py`, `docjepa-train-real.json`): real-page "
+            f"benchmark mIoU {r['mask']['mIoU']:.3f} (baseline {r['baseline']['mIoU']:.3f}, {r['questions']} "
+            f"questions), {'with' if train and train.get('recipe', {}).get('real_train') else 'without'} the "
+            "demo's real training pages.",
+        ]
     return lines
 
 
@@ -225,15 +276,19 @@ def report(results: Path, doc: Path) -> str:
             f"`benchmarks/results/gpu/{d.name}/`.",
             "",
         ]
-        if follow := summary.get("followup"):
-            lines += [f"Then, on the same kind of device: `{follow['command']}`.", ""]
+        follow = summary.get("followup") or []
+        for run in [follow] if isinstance(follow, dict) else follow:  # one later run, or a list of them
+            lines += [f"Then, on the same kind of device: `{run['command']}`.", ""]
         if (mem := read("memory")) is not None:
             lines += [*memory_table(mem), ""]
         if (lm := read("lm")) is not None:
             image = doc.parent / "images" / "gpu" / f"{d.name}-lm.png"
             lines += [*lm_table(lm, f"images/gpu/{d.name}-lm.png" if plot_lm(lm, image) else None), ""]
         lines += docjepa_tables(
-            read("docjepa-base"), read("docjepa-train"), summary.get("parts", {}).get("docjepa-train")
+            read("docjepa-base"),
+            read("docjepa-train"),
+            summary.get("parts", {}).get("docjepa-train"),
+            read("docjepa-train-real"),
         )
         lines.append("")  # a blank line before the next device's heading
     if not folders:

@@ -115,6 +115,26 @@ def test_a_frozen_tower_is_left_out_of_the_pack_and_restored_from_its_folder(tmp
     assert all(torch.equal(back[gpu_docjepa_train.TOWER + k], v) for k, v in tower.items())
 
 
+def test_the_carried_question_tower_is_half_the_size_and_loads_as_the_float32_tower(tmp_path, tok):
+    import tarfile
+
+    from docjepa.modeling.prompt_encoder import load_tower
+    from tests.helpers import tiny_bert_folder
+
+    source = tiny_bert_folder(tok, tmp_path / "tower-src")
+    archive = tmp_path / "data" / gpu_report.TOWER_ARCHIVE
+    archive.parent.mkdir()
+    gpu_report.tower_archive(archive, source)
+    with tarfile.open(archive, mode="r:xz") as tar:
+        tar.extractall(tmp_path / "there", filter="data")
+    weights = sum(f.stat().st_size for f in source.glob("*.safetensors"))
+    assert sum(f.stat().st_size for f in (tmp_path / "there" / "tower").glob("*.safetensors")) < 0.6 * weights
+    want, got = load_tower(source).state_dict(), load_tower(tmp_path / "there" / "tower").state_dict()
+    assert set(got) == set(want) and all(v.dtype == want[k].dtype for k, v in got.items())
+    assert all(torch.allclose(got[k], v, rtol=1e-3, atol=1e-4) for k, v in want.items())
+    assert any(not torch.equal(got[k], v) for k, v in want.items() if v.is_floating_point())  # float16 on the way
+
+
 def test_an_out_of_memory_arm_is_recorded_and_the_next_arm_runs(tmp_path, monkeypatch):
     from gpu_common import Deadline
 

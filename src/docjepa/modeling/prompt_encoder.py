@@ -33,7 +33,8 @@ def build_tower(config: PretrainedConfig) -> PreTrainedModel:
 
 def load_tower(path: str | Path) -> PreTrainedModel:
     """A pre-trained text tower from a local folder: a ``CLIPTextModel`` (or a full ``CLIPModel`` folder, whose
-    text half is taken), or any transformers text encoder such as a sentence-transformers BERT folder."""
+    text half is taken), or any transformers text encoder such as a sentence-transformers BERT folder. Its weights
+    are float32 whatever the folder stores (a half-precision copy trains and answers as the model around it)."""
     path = Path(path)
     if not path.is_dir():
         raise FileNotFoundError(f"question tower directory {path} does not exist")
@@ -43,10 +44,10 @@ def load_tower(path: str | Path) -> PreTrainedModel:
         raise UsageError(f"{path} holds a Document-JEPA model; the question tower must be a text encoder")
     config = AutoConfig.from_pretrained(path)
     if config.model_type in ("clip", "clip_text_model"):
-        return CLIPTextModel.from_pretrained(path)
+        return CLIPTextModel.from_pretrained(path, dtype=torch.float32)
     if getattr(config, "is_encoder_decoder", False) or config.model_type in ("llama", "gpt2", "mistral"):
         raise UsageError(f"{path} holds a {config.model_type} model; the question tower must be a text encoder")
-    return AutoModel.from_pretrained(path)
+    return AutoModel.from_pretrained(path, dtype=torch.float32)
 
 
 def tower_spec(tower: PreTrainedModel) -> dict:

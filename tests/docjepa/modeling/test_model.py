@@ -279,3 +279,16 @@ def test_config_written_before_the_question_tower_rename_loads():
     old = DocJepaConfig(clip=spec)  # config.json of checkpoints written when the key was "clip"
     assert old.question_tower == spec and "clip" not in old.to_dict()
     assert DocJepaConfig.from_dict(old.to_dict()).question_tower == spec
+
+
+def test_a_question_tower_stored_in_half_precision_loads_as_float32(tmp_path):
+    from docjepa.modeling.prompt_encoder import load_tower
+
+    cfg = BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64)
+    torch.manual_seed(0)
+    src = BertModel(cfg)
+    src.half().save_pretrained(tmp_path / "tower")
+    tower = load_tower(tmp_path / "tower")
+    assert {p.dtype for p in tower.parameters()} == {torch.float32}
+    want = src.state_dict()["encoder.layer.0.attention.self.query.weight"].float()
+    assert torch.equal(tower.state_dict()["encoder.layer.0.attention.self.query.weight"], want)
