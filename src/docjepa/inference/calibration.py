@@ -125,21 +125,29 @@ def reliability(scores, ious, bins: int = 10) -> dict:
     }
 
 
+def curve_colours(panels: dict[str, dict]) -> dict[str, str]:
+    """One matplotlib colour per curve name over all panels, in order of first appearance (a model missing from
+    one panel does not shift the others' colours)."""
+    names = list(dict.fromkeys(name for curves in panels.values() for name in curves))
+    return {name: f"C{i % 10}" for i, name in enumerate(names)}
+
+
 def plot_reliability(panels: dict[str, dict[str, dict]], path: Path) -> Path:
     """Reliability diagrams side by side: panel title → {curve name → :func:`reliability` result}; each bin's
-    point is labelled with its count."""
+    point is labelled with its count, and a curve's name has one colour in every panel."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 5), squeeze=False)
+    colour = curve_colours(panels)
     for ax, (title, curves) in zip(axes[0], panels.items()):
         ax.plot([0, 1], [0, 1], color="grey", lw=1, ls="--", label="perfect")
         for name, rel in curves.items():
             xs = [b["predicted"] for b in rel["bins"]]
             ys = [b["measured"] for b in rel["bins"]]
-            ax.plot(xs, ys, marker="o", label=f"{name} (ECE {rel['ece']:.3f})")
+            ax.plot(xs, ys, marker="o", color=colour[name], label=f"{name} (ECE {rel['ece']:.3f})")
             for b in rel["bins"]:
                 ax.annotate(
                     str(b["n"]), (b["predicted"], b["measured"]), fontsize=6, xytext=(3, -8), textcoords="offset points"

@@ -5,7 +5,7 @@ import itertools
 import numpy as np
 import pytest
 
-from docjepa.inference.calibration import Calibration, isotonic, reliability
+from docjepa.inference.calibration import Calibration, curve_colours, isotonic, reliability
 
 
 def brute_force_monotone(y: np.ndarray, levels: np.ndarray) -> float:
@@ -63,3 +63,9 @@ def test_calibration_fit_save_load_and_errors(tmp_path):
         Calibration.fit([0.5], [0.5])
     with pytest.raises(ValueError, match="finite"):
         Calibration.fit([0.5, float("nan")], [0.5, 0.2])
+
+
+def test_a_model_has_one_colour_in_every_reliability_panel():
+    rel = {"bins": [], "ece": 0.1}
+    colours = curve_colours({"raw": {"a": rel, "b": rel, "c": rel}, "calibrated": {"b": rel, "c": rel}})
+    assert colours == {"a": "C0", "b": "C1", "c": "C2"}
