@@ -3,9 +3,10 @@
 1. The question's content words (stop words such as "what", "is", "the", "where" removed) are compared with
    every OCR word (case-folded; equal, or sharing a prefix of at least 4 letters, or difflib ratio ≥ 0.8).
 2. The key is the run of up to 4 consecutive words on one line with the highest total match.
-3. The label runs on over close words until one ends with ":". The answer is the value next to it: the
-   nearest word to its right on the same line and those following it (up to a gap wider than three word
-   heights); if there are none, the words of the next line below that overlap it
+3. The label runs on over close words to one that ends with ":" ("Invoice no.: INV-1"); where no close word
+   after the key ends with ":", the key alone is the label ("Version 2.8": 2.8 is the value). The answer is the
+   value next to it: the nearest word to its right on the same line and those following it (up to a gap wider
+   than three word heights); if there are none, the words of the next line below that overlap it
    horizontally. Its box is the union of those words.
 
 A question that quotes text ("Where does section 'Installation' begin?", "Find “Total due”") asks where that
@@ -104,11 +105,17 @@ def baseline_box(question: str, words: list[Word]) -> tuple[float, float, float,
     right = sorted(
         (w for w in words if _same_line(anchor, w) and w.box[0] >= anchor.box[2] - 1), key=lambda w: w.box[0]
     )
-    # The label goes on over close words until one ends with ':' ("Invoice no.: INV-1" → "no.:" is label).
-    k = 0
-    while k < len(right) and not anchor.text.endswith(":") and right[k].box[0] - anchor.box[2] < 0.8 * height:
-        anchor = right[k]
-        k += 1
+    # The label goes on over close words to one that ends with ':' ("Invoice no.: INV-1" → "no.:" is label);
+    # with no such word in the close run, the key alone is the label ("Version 2.8" → "2.8" is the value).
+    k, edge = 0, anchor.box[2]
+    if not anchor.text.endswith(":"):
+        for n, w in enumerate(right):
+            if w.box[0] - edge >= 0.8 * height:
+                break
+            if w.text.endswith(":"):
+                anchor, k = w, n + 1
+                break
+            edge = w.box[2]
     value, edge = [], anchor.box[2]
     for w in right[k:]:
         if value and w.box[0] - edge > 3 * height:  # the first word right of the label is taken however far

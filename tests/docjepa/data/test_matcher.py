@@ -43,6 +43,23 @@ def test_baseline_finds_the_value_next_to_the_key():
     assert word_matches("Where is the billing address?", ["Billing", "address:", "the"]) == [True, True, False]
 
 
+def test_a_key_without_a_colon_keeps_the_value_that_follows_it_closely():
+    words = _page(
+        [
+            ("Version", (10, 10, 60, 20)),
+            ("2.8a", (64, 10, 90, 20)),  # as close as the words of a label, and no ':' anywhere after the key
+            ("2019/05/01", (94, 10, 150, 20)),
+            ("Introduction", (10, 40, 90, 50)),
+            ("Order", (10, 70, 45, 80)),
+            ("number", (48, 70, 95, 80)),
+            ("(internal):", (98, 70, 160, 80)),  # a label that runs on to its ':'
+            ("A-17", (170, 70, 200, 80)),
+        ]
+    )
+    assert baseline_box("What is the version number?", words) == (64, 10, 150, 20)  # not the line below
+    assert baseline_box("What is the order number?", words) == (170, 70, 200, 80)
+
+
 def test_a_quoted_text_is_answered_by_where_it_stands_not_by_the_value_after_it():
     words = _page(
         [
