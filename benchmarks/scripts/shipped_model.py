@@ -13,7 +13,8 @@
   answered, for the first page of each benchmark document.
 - ``question_ms``: further questions on an encoded page (median and p90).
 - ``heldout`` and ``real``: the shipped (half-precision) model scored on the run's held-out synthetic pages and
-  on the real-page benchmark, beside the run's own float32 model, so that the export's rounding is measured.
+  on the real-page benchmark, beside the run's own float32 model where the run still has it (``RUN/finetune``),
+  so that the export's rounding is measured.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ def report(result_path: Path, markdown: list[Path], front: list[Path]) -> str:
     real, held = r["real"], r["heldout"]
     argv = ["python", "benchmarks/scripts/shipped_model.py", "report", str(result_path)]
     argv += [f"--markdown={m}" for m in markdown] + [f"--front={f}" for f in front]
-    cols = ("baseline", "run_float32", "shipped")
+    cols = tuple(c for c in ("baseline", "run_float32", "shipped") if c in real)  # no run_float32: run not kept
     names = {"baseline": "OCR-matching baseline", "run_float32": "the run, float32", "shipped": "shipped, float16"}
     kinds = sorted(real["shipped"]["per_type"])
     lines = [
@@ -178,7 +179,9 @@ def measure() -> None:
     result["question_ms"] = {"median": statistics.median(question), "p90": _p90(question), "n": len(question)}
     print(json.dumps(result), flush=True)
     heldout = {}
-    for name, model in (("shipped", None), ("run_float32", args.run / "finetune")):
+    run_model = args.run / "finetune"
+    models = [("shipped", None)] + ([("run_float32", run_model)] if run_model.is_dir() else [])
+    for name, model in models:
         p = DocumentPredictor.from_pretrained(model)
         r = evaluate(p, [args.run / "data" / "eval"], SplitConfig(), part="heldout", limit=400, progress=False)
         heldout[name] = {k: r["model"][k] for k in ("n", "mIoU", "per_type")}
@@ -187,7 +190,7 @@ def measure() -> None:
     real = run_real(
         "real",
         args.pdfs / "bench",
-        [("run_float32", args.run / "finetune"), ("shipped", None)],
+        models[::-1],
         args.work,
         progress=False,
     )
