@@ -9,6 +9,13 @@
    than three word heights); if there are none, the words of the next line below that overlap it
    horizontally. Its box is the union of those words.
 
+A question that asks for the page number ("What is the page number?", "What page is this?") is answered by page
+convention, not by matching "page" in the text: the number (digits or a roman numeral) in the page's first or
+last line that stands alone there, follows "Page", or begins or ends that line set apart from its other words (a
+running header "2.1 Options      17"; not a heading "3 Usage"). The last line's number comes before the first's,
+and one alone or after "Page" before one at a line's edge. Where neither line has one, the question is matched
+as any other.
+
 A question that quotes text ("Where does section 'Installation' begin?", "Find “Total due”") asks where that
 text is: the answer is then the run of words that best matches the quoted text itself (steps 1 and 2 with the
 quote's words, a run as long as the quote), not the value next to it.
@@ -54,6 +61,47 @@ def quoted(question: str) -> str | None:
     return m.group(1).strip() or None if m else None
 
 
+PAGE_TERMS = frozenset({"page", "pg", "number", "no", "num", "nr", "#"})
+"""The words a question that asks only for the page number is made of (stop words aside)."""
+_PAGE_NUMBER = re.compile(r"^(\d{1,4}|[ivxlcdm]{1,7})$")
+_PAGE_LABEL = frozenset({"page", "p", "pg", "pag", "seite"})
+
+
+def asks_page_number(question: str) -> bool:
+    """Does the question ask only for the page's number ("What is the page number?", "Which page is this?")?"""
+    terms = {normalise(t) for t in content_words(question)} - {""}
+    return bool(terms) and terms <= PAGE_TERMS and bool(terms & {"page", "pg"})
+
+
+def _apart(left: Word, right: Word) -> bool:
+    """Is there a gap of more than two word heights between two words of one line?"""
+    return right.box[0] - left.box[2] > 2 * max(left.box[3] - left.box[1], right.box[3] - right.box[1], 1.0)
+
+
+def page_number_word(words: list[Word]) -> Word | None:
+    """The page's printed number by convention (see the module's docstring), or None when its first and last
+    lines show none."""
+    if not words:
+        return None
+    top, bottom = min(words, key=lambda w: w.box[1]), max(words, key=lambda w: w.box[3])
+    best, found = 0, None
+    for footer, edge in ((1, bottom), (0, top)):
+        line = sorted((w for w in words if _same_line(edge, w)), key=lambda w: w.box[0])
+        for k, w in enumerate(line):
+            if not _PAGE_NUMBER.match(normalise(w.text).strip("-")):
+                continue
+            if len(line) == 1 or (k > 0 and normalise(line[k - 1].text) in _PAGE_LABEL):
+                score = 2
+            elif (k == 0 and _apart(w, line[1])) or (k == len(line) - 1 and _apart(line[k - 1], w)):
+                score = 1  # set apart at the line's start or end ("12  Chapter", "Usage  17"), not "3 Usage"
+            else:
+                continue
+            score = 2 * score + footer
+            if score > best:
+                best, found = score, w
+    return found
+
+
 def _best_run(terms: list[str], words: list[Word], longest: int) -> tuple[int, int] | None:
     """The run of up to ``longest`` consecutive words on one line whose words best match ``terms`` (step 2),
     beginning and ending on a matching word."""
@@ -77,6 +125,10 @@ def baseline_box(question: str, words: list[Word]) -> tuple[float, float, float,
     """The baseline's answer box in page pixels, or None when nothing in the question matches the page."""
     if not words:
         return None
+    if asks_page_number(question):
+        number = page_number_word(words)
+        if number is not None:
+            return tuple(number.box)
     phrase = quoted(question)
     if phrase is not None:
         terms = content_words(phrase) or [normalise(t) for t in phrase.split() if normalise(t)]

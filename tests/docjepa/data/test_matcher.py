@@ -7,7 +7,7 @@ pytest.importorskip("transformers")
 
 
 from docjepa.data.lexical import content_words, word_matches
-from docjepa.data.matcher import baseline_box, quoted
+from docjepa.data.matcher import asks_page_number, baseline_box, quoted
 from docjepa.data.prompt import lexical_prior
 from docjepa.data.record import Answer, Page, Question, Word, box_polygon
 from docjepa.eval.evaluate import answer_masks
@@ -58,6 +58,44 @@ def test_a_key_without_a_colon_keeps_the_value_that_follows_it_closely():
     )
     assert baseline_box("What is the version number?", words) == (64, 10, 150, 20)  # not the line below
     assert baseline_box("What is the order number?", words) == (170, 70, 200, 80)
+
+
+def _manual_page(header: list[tuple[str, tuple]], footer: list[tuple[str, tuple]]) -> list[Word]:
+    body = [
+        ("See", (40, 100, 60, 110)),
+        ("page", (64, 100, 90, 110)),  # "page" in the running text, with a number after it
+        ("12", (94, 100, 106, 110)),
+        ("for", (110, 100, 125, 110)),
+        ("the", (128, 100, 145, 110)),
+        ("number", (148, 100, 190, 110)),
+        ("3", (40, 130, 46, 140)),  # a heading's number at a line's start, not in the first or last line
+        ("Usage", (50, 130, 90, 140)),
+    ]
+    return _page(header + body + footer)
+
+
+def test_the_page_number_is_read_by_page_convention():
+    running_header = [("2.1", (40, 20, 55, 30)), ("Options", (60, 20, 110, 30)), ("17", (280, 20, 292, 30))]
+    alone_footer = [("18", (150, 300, 162, 310))]
+    # a number alone in the last line wins over one that ends the first line
+    assert baseline_box("What is the page number?", _manual_page(running_header, alone_footer)) == (150, 300, 162, 310)
+    # no footer: the running header's number at the line's end (not "2.1", not "12" in the text)
+    assert baseline_box("What page is this?", _manual_page(running_header, [])) == (280, 20, 292, 30)
+    # "Page 4 of 9": the number after "Page"
+    footer = [
+        ("Page", (120, 300, 150, 310)),
+        ("4", (154, 300, 160, 310)),
+        ("of", (164, 300, 176, 310)),
+        ("9", (180, 300, 186, 310)),
+    ]
+    assert baseline_box("What is the page number?", _manual_page([], footer)) == (154, 300, 160, 310)
+    # roman numerals in front matter
+    assert baseline_box("Which page number?", _manual_page([], [("iv", (150, 300, 160, 310))])) == (150, 300, 160, 310)
+    # no number in the first or last line: matched as any other question (the value after "page" in the text)
+    assert baseline_box("What is the page number?", _manual_page([], [])) == (94, 100, 106, 110)
+    assert asks_page_number("What is the page number?") and asks_page_number("What page is this?")
+    assert not asks_page_number("On which page does section 'Usage' begin?")
+    assert not asks_page_number("What is the invoice number?")
 
 
 def test_a_quoted_text_is_answered_by_where_it_stands_not_by_the_value_after_it():
