@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 
@@ -49,8 +50,6 @@ def main() -> None:
     ap.add_argument("folders", type=Path, nargs="+", help="folders of imported pages (Parquet shards)")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
-    import sys
-
     result = {"command": "python " + " ".join(sys.argv), "folders": {}}
     for root in args.folders:
         if not root.is_dir():
