@@ -33,7 +33,7 @@ def summary(rows: list[dict], pick) -> dict:
 
 def main() -> None:
     from docjepa.data.split import SplitConfig
-    from docjepa.eval.calibrate import WORDS_GRID, auto_iou, fit_words_threshold
+    from docjepa.eval.calibrate import WORDS_GRID, auto_iou, calibration_rows, fit_words_threshold, miou_by_set
     from docjepa.eval.evaluate import evaluate
     from docjepa.inference.predictor import DocumentPredictor
 
@@ -56,18 +56,21 @@ def main() -> None:
     rows: dict[str, list[dict]] = {}
     result: dict = {"checkpoint": str(args.checkpoint), "grid": list(WORDS_GRID), "sets": {}}
     for name, roots, split, part, limit in sets:
-        r = evaluate(predictor, roots, split, part=part, limit=limit, progress=False, keep_rows=True)
-        rows[name] = r["rows"]
+        if name == "calib":  # tagged by folder, as docjepa calibrate fits the threshold
+            rows[name] = calibration_rows(predictor, roots, progress=False)
+        else:
+            scored = evaluate(predictor, roots, split, part=part, limit=limit, progress=False, keep_rows=True)
+            rows[name] = scored["rows"]
         result["sets"][name] = {
-            "questions": r["questions"],
-            "baseline": summary(r["rows"], lambda x: x["baseline_iou"]),
+            "questions": len(rows[name]),
+            "baseline": summary(rows[name], lambda x: x["baseline_iou"]),
         }
         predictor.word_answers = False  # the mask alone: no word span where it covers no word
         alone = evaluate(predictor, roots, split, part=part, limit=limit, progress=False, keep_rows=True)["rows"]
         predictor.word_answers = True
         result["sets"][name]["mask_alone"] = summary(alone, lambda x: x["iou"])
     best, fitted = fit_words_threshold(rows["calib"])  # as docjepa calibrate chooses it
-    result["calib_fit"] = {"mIoU_by_threshold": fitted, "threshold": best}
+    result["calib_fit"] = {"mIoU_by_threshold": fitted, "mIoU_by_set": miou_by_set(rows["calib"]), "threshold": best}
     for name, rs in rows.items():
         entry = result["sets"][name]
         entry["mask"] = summary(rs, lambda x: x["paths"]["mask"])

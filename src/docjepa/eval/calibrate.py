@@ -29,12 +29,36 @@ def auto_iou(threshold: float):
     return lambda r: r["paths"]["words"] if r["words_confidence"] >= threshold else r["paths"]["mask"]
 
 
+def miou_by_set(rows: list[dict]) -> dict[str, dict[float, float]]:
+    """Per calibration set (a row's ``set``; "" when untagged), the per-kind mIoU at each threshold of
+    :data:`WORDS_GRID`."""
+    sets: dict[str, list[dict]] = defaultdict(list)
+    for r in rows:
+        sets[r.get("set", "")].append(r)
+    return {name: {t: per_kind_miou(rs, auto_iou(t)) for t in WORDS_GRID} for name, rs in sets.items()}
+
+
 def fit_words_threshold(rows: list[dict]) -> tuple[float, dict[float, float]]:
     """The threshold of :data:`WORDS_GRID` whose ``auto`` answers score the best per-kind mIoU on ``rows`` (ties: the
-    lower threshold), and the mIoU at each threshold."""
+    lower threshold) among those that score no worse than the mask alone on any calibration set (rows tagged with
+    their ``set``, as :func:`calibration_rows` gives them): a word span that helps on one kind of document (forms)
+    and hurts on another (manuals) is not taken for both. Returns it and the mIoU at each threshold."""
     by = {t: per_kind_miou(rows, auto_iou(t)) for t in WORDS_GRID}
-    best = max(WORDS_GRID, key=lambda t: (round(by[t], 6), -t))
+    never = WORDS_GRID[-1]
+    sets = miou_by_set(rows).values()
+    allowed = [t for t in WORDS_GRID if all(m[t] >= m[never] - 1e-9 for m in sets)]
+    best = max(allowed, key=lambda t: (round(by[t], 6), -t))
     return best, by
+
+
+def calibration_rows(predictor, data: list[Path], progress: bool = True) -> list[dict]:
+    """Every question of each folder of ``data``, scored by ``predictor`` with both answer paths
+    (``evaluate(keep_rows=True)``), each row tagged with its folder as ``set``."""
+    rows: list[dict] = []
+    for folder in data:
+        res = evaluate(predictor, [folder], SplitConfig([], 0), part="all", progress=progress, keep_rows=True)
+        rows += [r | {"set": str(folder)} for r in res["rows"]]
+    return rows
 
 
 def calibrate(
@@ -52,11 +76,10 @@ def calibrate(
         raise ValueError(f"threshold must lie in (0, 1), got {threshold}")
     predictor = DocumentPredictor.from_pretrained(checkpoint)
     predictor.calibration = None  # fit on raw scores, whatever the model holds now
-    res = evaluate(predictor, data, SplitConfig([], 0), part="all", progress=progress, keep_rows=True)
-    scores = np.array([r["score"] for r in res["rows"]])
-    ious = np.array([r["iou"] for r in res["rows"]])
+    rows = calibration_rows(predictor, data, progress)
+    scores = np.array([r["score"] for r in rows])
+    ious = np.array([r["iou"] for r in rows])
     cal = Calibration.fit(scores, ious, threshold, data=[str(d) for d in data])
-    rows = res["rows"]
     words = np.array([r["words_confidence"] for r in rows])
     out = {
         "questions": len(scores),
@@ -71,6 +94,7 @@ def calibrate(
         out["answer_paths"] = {
             "words_threshold": cal.words_threshold,
             "mIoU_by_threshold": by,
+            "mIoU_by_set": miou_by_set(rows),
             "mask_mIoU": per_kind_miou(rows, lambda r: r["paths"]["mask"]),
             "words_mIoU": per_kind_miou(rows, lambda r: r["paths"]["words"]),
             "words_share": float((words >= cal.words_threshold).mean()),

@@ -1,0 +1,58 @@
+"""The answer-path threshold fitted on calibration pages (``docjepa.eval.calibrate.fit_words_threshold``)."""
+
+from __future__ import annotations
+
+import random
+
+from docjepa.eval.calibrate import WORDS_GRID, fit_words_threshold
+
+
+def _rows(set_name: str, kinds: list[str], mask: float, words: float, conf: float, n: int, rng) -> list[dict]:
+    """``n`` rows per kind whose mask and word IoUs scatter around ``mask`` and ``words``."""
+    out = []
+    for kind in kinds:
+        for _ in range(n):
+            jitter = rng.uniform(-0.05, 0.05)
+            out.append(
+                {
+                    "kind": kind,
+                    "set": set_name,
+                    "paths": {"mask": mask + jitter, "words": words + jitter},
+                    "words_confidence": conf + rng.uniform(-0.04, 0.04),
+                }
+            )
+    return out
+
+
+def _forms(rng) -> list[dict]:
+    """Synthetic forms: the span is right when it is sure (≈0.95), wrong when it is not (≈0.3)."""
+    sure = _rows("forms", ["key", "field", "table"], mask=0.5, words=0.95, conf=0.95, n=6, rng=rng)
+    unsure = _rows("forms", ["key", "field", "table"], mask=0.5, words=0.05, conf=0.3, n=6, rng=rng)
+    return sure + unsure
+
+
+def test_the_threshold_is_the_best_on_one_set():
+    rows = _forms(random.Random(0))
+    best, by = fit_words_threshold(rows)
+    assert best == 0.4  # the lowest threshold above the unsure spans' confidence
+    assert by[best] == max(by.values()) and by[best] > by[WORDS_GRID[-1]] + 0.1
+
+
+def test_a_span_that_hurts_one_set_is_not_taken_for_all():
+    rng = random.Random(1)
+    manuals = _rows("manuals", ["section"], mask=0.6, words=0.4, conf=0.95, n=6, rng=rng)
+    rows = _forms(rng) + manuals
+    best, by = fit_words_threshold(rows)
+    # Over all kinds the span looks better (three form kinds gain, one manual kind loses) ...
+    assert max(by.values()) > by[WORDS_GRID[-1]]
+    # ... but it loses on the manuals at every threshold that takes it there, so the mask answers everywhere.
+    assert best == WORDS_GRID[-1]
+    untagged = [{k: v for k, v in r.items() if k != "set"} for r in rows]
+    assert fit_words_threshold(untagged)[0] == 0.4  # one set: the plain best
+
+
+def test_a_span_that_ties_on_the_other_set_is_taken():
+    rng = random.Random(2)
+    manuals = _rows("manuals", ["section"], mask=0.8, words=0.1, conf=0.2, n=6, rng=rng)  # never sure there
+    best, _ = fit_words_threshold(_forms(rng) + manuals)
+    assert best == 0.4  # above the manuals' spans' confidence (≤ 0.24): they keep their masks
