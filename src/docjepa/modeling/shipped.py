@@ -137,6 +137,32 @@ def export_model(model_dir: Path, out: Path, card: dict) -> dict:
     return card
 
 
+ARCHITECTURE = ("lexical_prior", "page_reader", "prompt_gate")
+"""Config switches that decide which modules a segmentation model has: a run that starts from the shipped model must
+keep each one its config sets, or that module's trained weights would be dropped silently (a switch it lacks may be
+added: the page reader and the prompt gate start as if absent)."""
+
+
+def shipped_checkpoint(out: Path, folder: Path | None = None) -> Path:
+    """The shipped model written as an ordinary model folder in ``out`` (float32 weights with its question tower,
+    config, page tokenizer, the question tower's tokenizer in ``question_tokenizer``, calibration, model card), so
+    that training can start from it (``docjepa finetune --model.init=shipped``); returns ``out``."""
+    import shutil
+
+    model, folder = load_shipped(folder)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    for name in (*COPIED, CARD):
+        shutil.copyfile(folder / name, out / name)
+    qtok = out / "question_tokenizer"
+    qtok.mkdir(exist_ok=True)
+    for f in tower_tokenizer_dir().iterdir():
+        if f.is_file() and (f.name.startswith(("tokenizer", "special_tokens")) or f.name == "vocab.txt"):
+            shutil.copyfile(f, qtok / f.name)
+    return out
+
+
 def load_shipped(folder: Path | None = None):
     """The shipped model (float32, eval mode) and its folder: its own weights from ``folder`` (default: the
     package's) and the question tower from the packaged sentence encoder."""

@@ -37,7 +37,9 @@ class SegModelConfig:
     preset: str = "tiny"
     """Size preset, used when starting from scratch."""
     init: str = ""
-    """Pre-training run / checkpoint / model folder to take the backbone (or a whole segmentation model) from."""
+    """Pre-training run / checkpoint / model folder to take the backbone (or a whole segmentation model) from, or
+    ``shipped``: the model shipped in the package, written into ``OUT/init`` first (a module it has, such as its
+    page reader, must stay on)."""
     question_tower: str = ""
     """Question tower: a local CLIP folder (``docjepa pretrain-clip`` output, or a user's CLIP checkpoint), any
     local pre-trained text-encoder folder, or ``packaged`` (the sentence encoder of the ``lang`` extra); empty: an
@@ -146,17 +148,31 @@ def question_tokenizer_for(tower_dir: str, fallback):
     return fallback
 
 
-def build_segmentation_model(cfg: FinetuneConfig, tokenizer) -> DocJepaForSegmentation:
-    """A fresh segmentation model: the backbone from ``model.init`` (or the preset), the question tower loaded."""
-    if cfg.model.init:
-        src = require_model(cfg.model.init, (PRETRAINING, SEGMENTATION, BACKBONE), "model.init")
+def start_from_shipped(cfg: FinetuneConfig, out: Path) -> Path:
+    """The shipped model as a model folder under ``out/init`` (:func:`shipped_checkpoint`), refused with one line when
+    ``cfg`` leaves out a module it has (:data:`~docjepa.modeling.shipped.ARCHITECTURE`)."""
+    from ..modeling.shipped import ARCHITECTURE, shipped_checkpoint, shipped_dir
+
+    shipped = DocJepaConfig.from_pretrained(shipped_dir())
+    dropped = [f"model.{k}=true" for k in ARCHITECTURE if getattr(shipped, k, False) and not getattr(cfg.model, k)]
+    if dropped:
+        raise ConfigError(f"model.init=shipped: the shipped model has {', '.join(dropped)}; keep it so")
+    return shipped_checkpoint(out / "init")
+
+
+def build_segmentation_model(cfg: FinetuneConfig, tokenizer, init: Path | None = None) -> DocJepaForSegmentation:
+    """A fresh segmentation model: the backbone from ``init`` (default ``model.init``; or the preset), the question
+    tower loaded."""
+    init = init or cfg.model.init
+    if init:
+        src = require_model(init, (PRETRAINING, SEGMENTATION, BACKBONE), "model.init")
         config = DocJepaConfig.from_pretrained(src)
     else:
         text = cfg.model.text_encoder
         config = build_config(cfg.model.preset, len(tokenizer), special_ids=special_ids(tokenizer), text_encoder=text)
     config.lexical_prior = cfg.model.lexical_prior
     config.prior_gain = cfg.model.prior_gain if cfg.model.lexical_prior else 0.0
-    if cfg.model.freeze_question_tower and not (cfg.model.question_tower or cfg.model.init):
+    if cfg.model.freeze_question_tower and not (cfg.model.question_tower or init):
         raise ValueError("model.freeze_question_tower needs a pre-trained tower: set model.question_tower")
     config.freeze_question_tower = cfg.model.freeze_question_tower
     if cfg.model.page_reader and not cfg.model.question_tower:
@@ -167,7 +183,7 @@ def build_segmentation_model(cfg: FinetuneConfig, tokenizer) -> DocJepaForSegmen
     config.page_reader = cfg.model.page_reader
     config.prompt_gate = cfg.model.prompt_gate and bool(config.prior_gain)  # no prompt added: nothing to weigh
     model = DocJepaForSegmentation(config)
-    if cfg.model.init:
+    if init:
         n = load_weights(model, src)
         log.info("initialised %d tensors from %s", n, src)
     elif cfg.model.text_encoder:
@@ -193,16 +209,21 @@ class FinetuneTask(Task):
         from transformers import AutoTokenizer
 
         cfg = self.cfg
-        init = resolve_model_dir(cfg.model.init) if cfg.model.init and not cfg.model.text_encoder else None
+        source = cfg.model.init
+        if source == "shipped":
+            source = out / "init" if checkpoint is not None else start_from_shipped(cfg, out)
+        init = resolve_model_dir(source) if source and not cfg.model.text_encoder else None
         self.tokenizer = load_tokenizer(cfg.data, out, cfg.model.text_encoder, init)
         tower = str(resolve_model_dir(cfg.model.question_tower)) if cfg.model.question_tower else ""
         self.qtok = question_tokenizer_for(tower, self.tokenizer)
+        if not tower and init is not None and (init / "question_tokenizer").is_dir():  # the start model's own
+            self.qtok = AutoTokenizer.from_pretrained(init / "question_tokenizer")
         if checkpoint is not None and (checkpoint / "question_tokenizer").is_dir():
             self.qtok = AutoTokenizer.from_pretrained(checkpoint / "question_tokenizer")
         if checkpoint is not None:
             model = DocJepaForSegmentation.from_pretrained(checkpoint)
         else:
-            model = build_segmentation_model(cfg, self.tokenizer)
+            model = build_segmentation_model(cfg, self.tokenizer, Path(source) if source else None)
         vocab = model.config.bert().vocab_size
         if vocab != len(self.tokenizer):
             raise ValueError(f"model vocabulary {vocab} ≠ tokenizer size {len(self.tokenizer)}")

