@@ -94,6 +94,64 @@ def _generated(folder: Path) -> dict:
     return {"generated": json.loads(marker.read_text())} if marker.is_file() else {}
 
 
+def card_from_continuation(run: Path, heldout: Path, real: Path, commit: str, real_model: str | None = None) -> dict:
+    """The model card of a fine-tuning run that started from the shipped model (``model.init=shipped``): the card of
+    the model it started from (``RUN/init/model_card.json``) with this run added to its recipe's ``continued`` (the
+    ``docjepa finetune`` command, commit and config, the starting weights' SHA-256, digests of the folders it was
+    trained and calibrated on), and the scores of ``docjepa evaluate --out HELDOUT`` and of ``docjepa benchmark real
+    run`` (``REAL``: its ``real.json``; the model named ``real_model``, or its only one)."""
+    import yaml
+
+    from ..inference.calibration import Calibration
+
+    config_file, start = run / "config.yaml", run / "init" / "model_card.json"
+    if not config_file.is_file() or not start.is_file():
+        raise UsageError(f"{run} is neither a finished demo run nor a fine-tuning run started with model.init=shipped")
+    config = yaml.safe_load(config_file.read_text())
+    base = json.loads(start.read_text())
+    model_dir = require_model(run, (SEGMENTATION,), "export")
+    cal = Calibration.load(model_dir)
+    if cal is None:
+        raise UsageError(f"{model_dir} has no calibration.json (calibrate the model first: docjepa calibrate)")
+    held, bench = json.loads(Path(heldout).read_text()), json.loads(Path(real).read_text())
+    models = bench.get("models", {})
+    name = real_model or (next(iter(models)) if len(models) == 1 else None)
+    if name not in models:
+        raise UsageError(f"{real} holds the models {sorted(models)}: name this run's with --real-model")
+    calibrated = list(cal.fitted_on.get("data", []))
+    folders = [*config["data"]["train"], *calibrated]
+    step = {
+        "command": f"docjepa finetune --config {run}/config.yaml --out {run}",
+        "commit": commit,
+        "config": config,
+        "start_weights_sha256": base["weights"]["sha256"],
+        "calibrated_on": calibrated,
+        "data": [data_digest(Path(f)) | _generated(Path(f)) for f in folders],
+    }
+    return {
+        "name": base["name"],
+        "recipe": {**base["recipe"], "continued": [*base["recipe"].get("continued", []), step]},
+        "data": base["data"],
+        "scores": {
+            "heldout_synthetic": _scores(held),
+            "real_pages": {
+                **_scores({"model": models[name], "baseline": bench["baseline"]}),
+                "questions": models[name]["n"],
+            },
+        },
+    }
+
+
+def export_continued_model(
+    run: Path, out: Path, heldout: Path, real: Path, commit: str | None = None, real_model: str | None = None
+) -> dict:
+    """Write the shipped form of a fine-tuning run that started from the shipped model, with its card
+    (:func:`card_from_continuation`), into ``out``; returns the card."""
+    run = Path(run)
+    card = card_from_continuation(run, heldout, real, commit or git_commit(Path(__file__).parent), real_model)
+    return export_model(require_model(run, (SEGMENTATION,), "export"), Path(out), card)
+
+
 def export_demo_model(run: Path, out: Path, commit: str | None = None, name: str = "docjepa-tiny") -> dict:
     """Write the shipped form of ``run``'s fine-tuned model and its card into ``out``; returns the card."""
     run = Path(run)

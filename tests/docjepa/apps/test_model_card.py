@@ -60,3 +60,44 @@ def test_export_model_writes_the_card_of_a_demo_run(docs, tok, tmp_path, capsys)
     assert card["scores"]["real_pages"]["model"]["mIoU"] == 0.4 and card["weights"]["file"] == WEIGHTS
     model, _ = load_shipped(out)
     assert model.config.freeze_question_tower
+
+
+@pytest.mark.skipif(packaged_sentence_encoder() is None, reason="the lang extra is not installed")
+def test_export_model_writes_the_card_of_a_run_from_the_shipped_model(docs, tok, tmp_path, capsys):
+    import yaml
+
+    run = tmp_path / "cont"
+    _saved_model(tok, run / "model")  # the run's newest checkpoint
+    (run / "init").mkdir()
+    start = {
+        "name": "docjepa-tiny",
+        "recipe": {"command": "docjepa demo --out runs/shipped", "commit": "a" * 40, "config": {}},
+        "data": {"folders": [{"folder": "train", "shards": 5, "sha256": "b" * 64}]},
+        "weights": {"sha256": "c" * 64},
+    }
+    (run / "init" / "model_card.json").write_text(json.dumps(start))
+    config = {"model": {"init": "shipped"}, "data": {"train": [str(docs / "d")]}, "run": {"steps": 900}}
+    (run / "config.yaml").write_text(yaml.safe_dump(config))
+    scores = {"n": 12, "mIoU": 0.5, "gIoU": 0.52, "cIoU": 0.4, "per_type": {"title": {"n": 12, "gIoU": 0.52}}}
+    heldout, real = tmp_path / "heldout.json", tmp_path / "real.json"
+    heldout.write_text(json.dumps({"model": {**scores, "mIoU": 0.35}, "baseline": {**scores, "mIoU": 0.27}}))
+    bench = {"models": {"cont": scores, "other": {**scores, "mIoU": 0.1}}, "baseline": {**scores, "mIoU": 0.19}}
+    real.write_text(json.dumps(bench))
+    out = tmp_path / "shipped"
+    assert "--heldout and --real" in cli_error(["export-model", str(run), "--out", str(out)], capsys)
+    args = ["export-model", str(run), "--out", str(out), "--heldout", str(heldout), "--real", str(real)]
+    assert "--real-model" in cli_error([*args, "--commit", "e" * 40], capsys)  # two models: which one is it?
+    main([*args, "--real-model", "cont", "--commit", "e" * 40])
+    assert "real pages 0.500 (baseline 0.190)" in capsys.readouterr().out
+    card = json.loads((out / "model_card.json").read_text())
+    recipe = card["recipe"]
+    assert recipe["command"] == start["recipe"]["command"] and recipe["commit"] == "a" * 40  # how it began
+    (step,) = recipe["continued"]  # and how it went on
+    assert step["command"] == f"docjepa finetune --config {run}/config.yaml --out {run}" and step["commit"] == "e" * 40
+    assert step["config"] == config and step["start_weights_sha256"] == "c" * 64
+    (folder,) = step["data"]
+    assert folder["folder"] == "d" and folder["shards"] >= 1 and len(folder["sha256"]) == 64
+    assert card["data"] == start["data"] and card["scores"]["heldout_synthetic"]["model"]["mIoU"] == 0.35
+    assert card["scores"]["real_pages"]["model"]["mIoU"] == 0.5 and card["scores"]["real_pages"]["questions"] == 12
+    assert card["weights"]["sha256"] != "c" * 64
+    load_shipped(out)  # the weights are the ones the card describes

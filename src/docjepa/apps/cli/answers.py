@@ -77,11 +77,19 @@ def cmd_demo(args: argparse.Namespace) -> None:
 
 
 def cmd_export_model(args: argparse.Namespace) -> None:
+    from ...core.errors import UsageError
     from ...modeling.shipped import shipped_dir
-    from ..model_card import export_demo_model
+    from ..model_card import export_continued_model, export_demo_model
 
     args.out = args.out or shipped_dir()
-    card = export_demo_model(args.run, args.out, commit=args.commit)
+    if (args.run / "results.json").is_file() or not (args.run / "init").is_dir():
+        card = export_demo_model(args.run, args.out, commit=args.commit)
+    elif args.heldout is None or args.real is None:
+        raise UsageError(f"{args.run} started from the shipped model: give its scores with --heldout and --real")
+    else:
+        card = export_continued_model(
+            args.run, args.out, args.heldout, args.real, commit=args.commit, real_model=args.real_model
+        )
     real = card["scores"]["real_pages"]
     print(
         f"{args.out}: {card['weights']['bytes'] / 2**20:.1f} MiB of weights; real pages "
@@ -217,10 +225,17 @@ def _add_demo(sub: Any) -> None:
 def _add_export(sub: Any) -> None:
     x = sub.add_parser(
         "export-model",
-        help="a finished demo run → the model shipped in the package (half-precision weights without the packaged "
-        "question tower, tokenizer, calibration, model_card.json)",
+        help="a finished demo run (or a run that went on training the shipped model) → the model shipped in the "
+        "package (half-precision weights without the packaged question tower, tokenizer, calibration, model_card.json)",
     )
-    x.add_argument("run", type=Path, help="a finished docjepa demo --out folder")
+    x.add_argument(
+        "run", type=Path, help="a finished docjepa demo --out folder, or a fine-tuning run from model.init=shipped"
+    )
+    x.add_argument("--heldout", type=Path, default=None, help="a run from the shipped model: docjepa evaluate's JSON")
+    x.add_argument(
+        "--real", type=Path, default=None, help="a run from the shipped model: docjepa benchmark real run's real.json"
+    )
+    x.add_argument("--real-model", default=None, help="the run's name in --real (default: its only model)")
     x.add_argument("--out", type=Path, default=None, help="where to write it (default: the package's)")
     x.add_argument("--commit", default=None, help="the commit whose code trained the run (default: git HEAD)")
     x.set_defaults(func=cmd_export_model)
