@@ -108,6 +108,7 @@ def card_from_continuation(run: Path, heldout: Path, real: Path, commit: str, re
     if not config_file.is_file() or not start.is_file():
         raise UsageError(f"{run} is neither a finished demo run nor a fine-tuning run started with model.init=shipped")
     config = yaml.safe_load(config_file.read_text())
+    config["model"] = _portable(config.get("model", {}))
     base = json.loads(start.read_text())
     model_dir = require_model(run, (SEGMENTATION,), "export")
     cal = Calibration.load(model_dir)
@@ -140,6 +141,20 @@ def card_from_continuation(run: Path, heldout: Path, real: Path, commit: str, re
             },
         },
     }
+
+
+def _portable(model: dict) -> dict:
+    """A run's ``model`` settings as another machine would give them: the packaged sentence encoder's folder, which
+    a run records as this machine's path, named ``packaged`` again."""
+    from ..modeling.sentence_encoder import packaged_sentence_encoder
+
+    packaged = packaged_sentence_encoder()
+    out = dict(model)
+    for key in ("question_tower", "text_encoder"):
+        value = out.get(key)
+        if value and packaged is not None and Path(value).resolve() == Path(packaged).resolve():
+            out[key] = "packaged"
+    return out
 
 
 def export_continued_model(

@@ -76,7 +76,8 @@ def test_export_model_writes_the_card_of_a_run_from_the_shipped_model(docs, tok,
         "weights": {"sha256": "c" * 64},
     }
     (run / "init" / "model_card.json").write_text(json.dumps(start))
-    config = {"model": {"init": "shipped"}, "data": {"train": [str(docs / "d")]}, "run": {"steps": 900}}
+    tower = str(packaged_sentence_encoder())  # a run records the packaged tower as this machine's folder
+    config = {"model": {"init": "shipped", "question_tower": tower}, "data": {"train": [str(docs / "d")]}}
     (run / "config.yaml").write_text(yaml.safe_dump(config))
     scores = {"n": 12, "mIoU": 0.5, "gIoU": 0.52, "cIoU": 0.4, "per_type": {"title": {"n": 12, "gIoU": 0.52}}}
     heldout, real = tmp_path / "heldout.json", tmp_path / "real.json"
@@ -94,7 +95,8 @@ def test_export_model_writes_the_card_of_a_run_from_the_shipped_model(docs, tok,
     assert recipe["command"] == start["recipe"]["command"] and recipe["commit"] == "a" * 40  # how it began
     (step,) = recipe["continued"]  # and how it went on
     assert step["command"] == f"docjepa finetune --config {run}/config.yaml --out {run}" and step["commit"] == "e" * 40
-    assert step["config"] == config and step["start_weights_sha256"] == "c" * 64
+    assert step["config"]["model"] == {"init": "shipped", "question_tower": "packaged"}  # no path of this machine
+    assert step["config"]["data"] == config["data"] and step["start_weights_sha256"] == "c" * 64
     (folder,) = step["data"]
     assert folder["folder"] == "d" and folder["shards"] >= 1 and len(folder["sha256"]) == 64
     assert card["data"] == start["data"] and card["scores"]["heldout_synthetic"]["model"]["mIoU"] == 0.35
