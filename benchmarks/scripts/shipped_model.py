@@ -13,8 +13,8 @@
   answered, for the first page of each benchmark document.
 - ``question_ms``: further questions on an encoded page (median and p90).
 - ``heldout`` and ``real``: the shipped (half-precision) model scored on the run's held-out synthetic pages and
-  on the real-page benchmark, beside the run's own float32 model where the run still has it (``RUN/finetune``),
-  so that the export's rounding is measured.
+  on the real-page benchmark, beside the run's own float32 model where the run still has it (``RUN/finetune``, or
+  ``--float32``: a run that went on from the shipped model), so that the export's rounding is measured.
 """
 
 from __future__ import annotations
@@ -142,6 +142,9 @@ def measure() -> None:
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--run", type=Path, required=True, help="the demo run the shipped model was exported from")
+    ap.add_argument(
+        "--float32", type=Path, default=None, help="the exported run's float32 model (default: RUN/finetune)"
+    )
     ap.add_argument("--pdfs", type=Path, required=True, help="the real documents (bench/ below it)")
     ap.add_argument("--loads", type=int, default=5)
     ap.add_argument("--out", type=Path, default=Path("runs/bench/shipped.json"))
@@ -186,7 +189,7 @@ def measure() -> None:
     result["question_ms"] = {"median": statistics.median(question), "p90": _p90(question), "n": len(question)}
     print(json.dumps(result), flush=True)
     heldout = {}
-    run_model = args.run / "finetune"
+    run_model = args.float32 or args.run / "finetune"
     models = [("shipped", None)] + ([("run_float32", run_model)] if run_model.is_dir() else [])
     for name, model in models:
         p = DocumentPredictor.from_pretrained(model)
