@@ -18,16 +18,14 @@ import argparse
 import json
 import random
 import sys
-from collections import defaultdict
 from pathlib import Path
 
 
 def miou(rows: list[dict]) -> float:
     """Mean over kinds of the mean IoU of each kind's rows."""
-    by: dict[str, list[float]] = defaultdict(list)
-    for r in rows:
-        by[r["kind"]].append(r["iou"])
-    return sum(sum(v) / len(v) for v in by.values()) / len(by)
+    from docjepa.eval.calibrate import per_kind_miou
+
+    return per_kind_miou(rows, lambda r: r["iou"])
 
 
 def load_arm(spec: str) -> tuple[str, dict]:

@@ -15,7 +15,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from ..core.errors import UsageError
-from ..modeling.files import SEGMENTATION, require_model
+from ..modeling.files import SEGMENTATION, require_model, resolve_model_dir
 from ..modeling.shipped import data_digest, export_model
 from .demo import DemoConfig
 
@@ -164,7 +164,7 @@ def export_continued_model(
     (:func:`card_from_continuation`), into ``out``; returns the card."""
     run = Path(run)
     card = card_from_continuation(run, heldout, real, commit or git_commit(Path(__file__).parent), real_model)
-    return export_model(require_model(run, (SEGMENTATION,), "export"), Path(out), card)
+    return export_model(resolve_model_dir(run), Path(out), card)  # checked by card_from_continuation
 
 
 def export_demo_model(run: Path, out: Path, commit: str | None = None, name: str = "docjepa-tiny") -> dict:
