@@ -53,6 +53,11 @@ def add_run_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument(
         "--mem-shapes", default="llama-1b,llama-7b", help="memory part: comma-separated, of llama-1b, llama-7b"
     )
+    ap.add_argument(
+        "--mem-arms",
+        default="",
+        help="memory part: comma-separated optimizer labels (default: every arm; one to fill a skipped row)",
+    )
     ap.add_argument("--lm-data", default="gcide", help="lm part: corpus (gcide, wikitext2, … as rsngd bench --data)")
     ap.add_argument("--lm-steps", type=int, default=1000, help="lm part: steps, fewer when the budget is short")
     ap.add_argument("--lm-batch", type=int, default=64, help="lm part: sequences of 256 tokens per step")
@@ -202,6 +207,9 @@ def main(argv: list[str] | None = None) -> int:
     unp.add_argument("files", nargs="+", type=Path)
     unp.add_argument("--to", type=Path, required=True)
     unp.add_argument("--tower", type=Path, default=None, help="a left-out question tower (default: the packaged one)")
+    mer = sub.add_parser("merge", help="a later run's JSON (its --out folder) into a device's results folder")
+    mer.add_argument("run", type=Path)
+    mer.add_argument("--into", type=Path, required=True, help="benchmarks/results/gpu/<device>/")
     rep = sub.add_parser("report", help="docs/gpu.md and its plots from benchmarks/results/gpu/")
     rep.add_argument("--results", type=Path, default=ROOT / "benchmarks" / "results" / "gpu")
     rep.add_argument("--doc", type=Path, default=ROOT / "docs" / "gpu.md")
@@ -222,6 +230,11 @@ def main(argv: list[str] | None = None) -> int:
         from gpu_docjepa_train import unpack
 
         print(unpack(args.files, args.to, args.tower))
+        return 0
+    if args.command == "merge":
+        from gpu_report import merge
+
+        print("\n".join(merge(args.run, args.into)))
         return 0
     from gpu_report import report
 

@@ -148,6 +148,11 @@ def run(args, deadline: Deadline, device: torch.device, out: Path) -> dict[str, 
     if unknown:
         raise SystemExit(f"--mem-shapes: unknown {unknown}; choose from {sorted(every)}")
     shapes = {n: every[n] for n in names}
+    wanted = [a for a in getattr(args, "mem_arms", "").split(",") if a]
+    labels = [label for label, _, _ in ARMS]
+    if unknown := sorted(set(wanted) - set(labels)):
+        raise SystemExit(f"--mem-arms: unknown {unknown}; choose from {labels}")
+    arms = [arm for arm in ARMS if not wanted or arm[0] in wanted]
     batch, seq = (1, 16) if args.dry_run else (args.mem_batch, args.mem_seq)
     warmup, steps = (1, 2) if args.dry_run else (2, args.mem_steps)
     result: dict[str, Any] = {
@@ -165,7 +170,7 @@ def run(args, deadline: Deadline, device: torch.device, out: Path) -> dict[str, 
     }
     path = out / "memory.json"
     for shape_name, shape in shapes.items():
-        for label, method, extra in ARMS:
+        for label, method, extra in arms:
             row: dict[str, Any] = {"shape": shape_name, "optimizer": label}
             if deadline.passed(margin=15.0):
                 row["skipped"] = "budget"

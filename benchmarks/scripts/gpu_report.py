@@ -1,4 +1,5 @@
-"""``gpu.py prepare`` (the text to carry to a GPU machine) and ``gpu.py report`` (docs/gpu.md from the GPU JSON).
+"""``gpu.py prepare`` (the text to carry to a GPU machine), ``gpu.py merge`` (a later run's JSON into a device's
+folder) and ``gpu.py report`` (docs/gpu.md from the GPU JSON).
 
 The report reads every ``benchmarks/results/gpu/<device>/`` folder (a dry run's folder, ``cpu-dry-run``, is never
 reported) and fills the ``gpu`` section of docs/gpu.md: per device, the memory table, the loss table with its
@@ -101,6 +102,51 @@ def tower_archive(target: Path, source: Path | None = None) -> None:
         with lzma.open(target.with_suffix(".part"), "wb", preset=6) as xz, tarfile.open(fileobj=xz, mode="w") as tar:
             tar.add(tower, arcname="tower")
     target.with_suffix(".part").rename(target)
+
+
+def merge(run: Path, into: Path) -> list[str]:
+    """A later run on the same kind of device (``run``: its ``--out``) folded into ``into``, the device's results.
+
+    Memory rows replace the rows of the same shape and optimizer (a skipped row is filled) and keep their own number
+    of timed steps; every other part's JSON replaces the earlier one whole, so each table comes from one run. The
+    later run's command is appended to ``summary.json``'s ``followup`` and each part it ran points there. Returns
+    the files written."""
+    from gpu_common import write_json
+    from gpu_memory import ARMS
+
+    read = lambda path: json.loads(path.read_text())  # noqa: E731
+    new_summary, summary = read(run / "summary.json"), read(into / "summary.json")
+    device, ours = new_summary["environment"]["device"], summary["environment"]["device"]
+    if device != ours:
+        raise SystemExit(f"gpu.py merge: {run} ran on {device}, {into} holds {ours}")
+    written = []
+    for name in new_summary["parts"]:
+        src = run / f"{name}.json"
+        if not src.is_file():
+            continue
+        data = read(src)
+        if name == "memory" and (into / src.name).is_file():
+            old = read(into / src.name)
+            steps = lambda d: d["protocol"]["timed_steps"]  # noqa: E731
+            rows = {(r["shape"], r["optimizer"]): {"timed_steps": steps(old), **r} for r in old["rows"]}
+            rows |= {(r["shape"], r["optimizer"]): {"timed_steps": steps(data), **r} for r in data["rows"]}
+            order = {label: i for i, label in enumerate(label for label, *_ in ARMS)}
+            shapes = {**old["protocol"]["shapes"], **data["protocol"]["shapes"]}
+            old["rows"] = sorted(
+                rows.values(), key=lambda r: (list(shapes).index(r["shape"]), order.get(r["optimizer"], len(order)))
+            )
+            old["protocol"] = {**old["protocol"], "shapes": shapes, "timed_steps": "per row"}
+            data = old
+        write_json(into / src.name, data)
+        written.append(str(into / src.name))
+    follow = summary.get("followup") or []
+    follow = [follow] if isinstance(follow, dict) else follow
+    follow.append({k: new_summary[k] for k in ("command", "parts", "wall_s", "environment") if k in new_summary})
+    summary["followup"] = follow
+    for name in new_summary["parts"]:
+        summary["parts"].setdefault(name, {})["rerun"] = f"followup[{len(follow) - 1}]"
+    write_json(into / "summary.json", summary)
+    return [*written, str(into / "summary.json")]
 
 
 def gb(n: float | None) -> str:

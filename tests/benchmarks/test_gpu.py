@@ -162,6 +162,17 @@ def test_arms_past_the_deadline_are_skipped_not_run(tmp_path):
     assert all(r["skipped"] == "budget" for r in result["rows"])
 
 
+def test_mem_arms_runs_only_the_named_arms_and_refuses_unknown_ones(tmp_path):
+    from gpu_common import Deadline
+
+    args = argparse.Namespace(dry_run=True, mem_shapes="llama-7b", mem_arms="rsngd-lite")
+    result = gpu_memory.run(args, Deadline(float("inf")), torch.device("cpu"), tmp_path)
+    assert [(r["shape"], r["optimizer"]) for r in result["rows"]] == [("llama-7b", "rsngd-lite")]
+    assert result["rows"][0]["peak_bytes"] > 0
+    with pytest.raises(SystemExit, match="--mem-arms: unknown"):
+        gpu_memory.run(argparse.Namespace(dry_run=True, mem_arms="lion"), Deadline(float("inf")), "cpu", tmp_path)
+
+
 def test_the_docs_page_renders_gpu_results_and_says_so_when_there_are_none(dry_run, tmp_path):
     doc = tmp_path / "docs" / "gpu.md"
     doc.parent.mkdir()
@@ -189,3 +200,48 @@ def test_the_committed_docs_page_is_what_the_committed_results_give(tmp_path):
     (tmp_path / "images").mkdir()
     gpu_report.report(ROOT / "benchmarks" / "results" / "gpu", doc)
     assert doc.read_text() == (ROOT / "docs" / "gpu.md").read_text()
+
+
+def test_a_later_run_fills_skipped_memory_rows_and_replaces_whole_parts(dry_run, tmp_path):
+    device, later = tmp_path / "device", tmp_path / "later"
+    shutil.copytree(dry_run, device, ignore=shutil.ignore_patterns("*.tar.gz*"))
+    shutil.copytree(dry_run, later, ignore=shutil.ignore_patterns("*.tar.gz*"))
+    memory = read(device, "memory")
+    lite = next(r for r in memory["rows"] if r["shape"] == "llama-7b" and r["optimizer"] == "rsngd-lite")
+    memory["rows"] = [r for r in memory["rows"] if r is not lite] + [
+        {**{k: lite[k] for k in ("shape", "optimizer")}, "skipped": "budget"}
+    ]
+    (device / "memory.json").write_text(json.dumps(memory))
+    redo = read(later, "memory")
+    redo["rows"] = [{**lite, "peak_bytes": 123}]
+    redo["protocol"]["timed_steps"] = 3
+    (later / "memory.json").write_text(json.dumps(redo))
+    base = {**read(later, "docjepa-base"), "marker": 1}
+    (later / "docjepa-base.json").write_text(json.dumps(base))
+    summary = read(later, "summary")
+    summary["parts"] = {k: v for k, v in summary["parts"].items() if k in ("memory", "docjepa-base")}
+    summary["command"] = "gpu.py run --parts memory,docjepa-base"
+    (later / "summary.json").write_text(json.dumps(summary))
+
+    gpu_report.merge(later, device)
+    merged = read(device, "memory")
+    labels = [label for label, *_ in gpu_memory.ARMS]  # each shape's arms back in the order they run
+    assert [(r["shape"], r["optimizer"]) for r in merged["rows"]] == [
+        (s, a) for s in ("llama-1b", "llama-7b") for a in labels
+    ]
+    rows = {(r["shape"], r["optimizer"]): r for r in merged["rows"]}
+    assert len(rows) == 2 * len(gpu_memory.ARMS)
+    assert rows[("llama-7b", "rsngd-lite")]["peak_bytes"] == 123 and "skipped" not in rows[("llama-7b", "rsngd-lite")]
+    assert rows[("llama-7b", "rsngd-lite")]["timed_steps"] == 3 and merged["protocol"]["timed_steps"] == "per row"
+    assert rows[("llama-1b", "adamw")]["timed_steps"] == memory["protocol"]["timed_steps"]
+    assert read(device, "docjepa-base")["marker"] == 1
+    assert read(device, "lm") == read(dry_run, "lm")  # a part the later run did not run is left as it was
+    merged_summary = read(device, "summary")
+    assert merged_summary["followup"][-1]["command"] == summary["command"]
+    assert merged_summary["parts"]["memory"]["rerun"] == f"followup[{len(merged_summary['followup']) - 1}]"
+    assert "rerun" not in merged_summary["parts"]["lm"]
+
+    summary["environment"]["device"] = "another GPU"
+    (later / "summary.json").write_text(json.dumps(summary))
+    with pytest.raises(SystemExit, match="ran on another GPU"):
+        gpu_report.merge(later, device)
