@@ -1,4 +1,6 @@
-"""Question and page in one language (the page reader) against two languages, per kind, from word_answers JSON.
+"""Fine-tuned models side by side, per kind, from word_answers JSON: question and page in one language (the page
+reader) against two languages (below), and, with ``--marker cached-features``, a frozen backbone given the steps a
+feature cache buys against the default (docs/docjepa-training.md).
 
     python benchmarks/scripts/one_language.py \\
         --arm "two languages|0|benchmarks/results/docjepa/word-answers/demo-seed0-word-loss1-paths.json" \\
