@@ -1,11 +1,13 @@
-"""Part 2 of ``gpu.py``: loss of AdamW, Muon and RS-SNGD at llama-60m on real text, one seed, the same tokens.
+"""Part 2 of ``gpu.py``: loss of AdamW, Muon and RS-SNGD's two recipes (``rsngd``, ``rsngd-momentum``) at llama-60m
+on real text, one seed, the same tokens.
 
 ``rsngd bench``'s own run (``rsngd.bench.runner.run_one``: bf16 autocast on CUDA, warm-up + cosine, the same batches
 for every optimizer) at the ``llama-60m`` preset's model (GaLore's LLaMA-60M: hidden 512, 8 blocks, a 32,000-piece
 BPE learnt on the corpus's training text) with batches of ``lm_batch`` × 256 tokens. The settings are the tuning
-protocol's choice at 1,000 steps (the packaged ``tuned-long-lr``; no tuning has run at this size). The number of
-steps is the requested one (default 1,000) or, when the three runs would not fit in the part's budget, as many as
-fit, measured by a 10-step probe of each optimizer first: every optimizer gets the same number.
+protocol's choice at 1,000 steps (the packaged ``tuned-long-lr``; ``rsngd-momentum``, which it did not tune, at its
+recipe's; no tuning has run at this size). The number of steps is the requested one (default 1,000) or, when the
+runs would not fit in the part's budget, as many as fit, measured by a 10-step probe of each optimizer first: every
+optimizer gets the same number.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 import torch
 from gpu_common import Deadline, write_json
 
-OPTIMIZERS = ("adamw", "muon", "rsngd")
+OPTIMIZERS = ("adamw", "muon", "rsngd", "rsngd-momentum")
 SETTINGS = "tuned-long-lr"
 """The packaged settings the runs use: the tuning protocol's choice at 1,000 steps (cpu preset)."""
 PROBE_STEPS = 10
@@ -76,7 +78,7 @@ def run(args, deadline: Deadline, device: torch.device, out: Path) -> dict[str, 
         steps = min(p.steps, fit // 50 * 50)
         result["probe"] = {"steps": PROBE_STEPS, "s_per_step_all_optimizers": per_step, "fit_steps": fit}
         if steps < 50:
-            result["skipped"] = f"budget: {room:.0f} s left fits {fit} steps of the three optimizers"
+            result["skipped"] = f"budget: {room:.0f} s left fits {fit} steps of the {len(specs)} optimizers"
             write_json(path, result)
             return result
         p = replace(p, steps=steps, eval_every=max(10, steps // 10))

@@ -45,12 +45,15 @@ DRY_SHAPES: dict[str, dict[str, int]] = {
 }
 ARMS: list[tuple[str, str, dict[str, Any]]] = [
     # (label, create_optimizer name, extra keywords), in the order they run: when the budget runs short, the arms
-    # the targets are about (7B with per-layer RS-SNGD under GaLore's 22 GB) have already run.
+    # the targets are about (7B with per-layer RS-SNGD under GaLore's 22 GB; both recipes' steps against Muon's)
+    # have already run.
     ("rsngd per_layer", "rsngd", {"per_layer": True}),
     ("rsngd", "rsngd", {}),
+    ("rsngd-momentum", "rsngd-momentum", {}),
     ("muon", "muon", {"lr": 0.02}),
     ("adamw", "adamw", {"lr": 1e-3}),
     ("rsngd-lite", "rsngd-lite", {}),
+    ("rsngd cache_factors", "rsngd", {"cache_factors": True}),
 ]
 
 

@@ -8,6 +8,7 @@ plot (``docs/images/gpu/<device>-lm.png``) and the Document-JEPA tables. With no
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 import subprocess
@@ -189,13 +190,16 @@ def memory_table(data: dict) -> list[str]:
             f"{GALORE_7B_GB:.0f} GB."
         )
     for shape in ("llama-1b", "llama-7b"):
-        rs, mu = by.get((shape, "rsngd")), by.get((shape, "muon"))
-        if rs and mu:
-            lines.append(
-                f"- {shape}: the `rsngd` optimizer step takes {rs['opt_step_median_s'] / mu['opt_step_median_s']:.1f}"
-                f" × Muon's, and its temporaries (the rest column) are {gb(rs['rest_bytes'])} GB against Muon's "
-                f"{gb(mu['rest_bytes'])} GB."
-            )
+        mu = by.get((shape, "muon"))
+        for label in ("rsngd", "rsngd-momentum", "rsngd cache_factors"):
+            rs = by.get((shape, label))
+            if rs and mu:
+                lines.append(
+                    f"- {shape}: the `{label}` optimizer step takes "
+                    f"{rs['opt_step_median_s'] / mu['opt_step_median_s']:.2f} × Muon's; peak {gb(rs['peak_bytes'])} "
+                    f"GB against Muon's {gb(mu['peak_bytes'])} GB, temporaries (the rest column) {gb(rs['rest_bytes'])}"
+                    f" GB against {gb(mu['rest_bytes'])} GB."
+                )
     if one:
         best = min(one, key=lambda r: r["model_plus_state_bytes"])
         verdict = "below" if best["model_plus_state_bytes"] / 1e9 < SCALE_1B_GB else "above"
@@ -206,27 +210,54 @@ def memory_table(data: dict) -> list[str]:
     return lines
 
 
+def train_seconds(run: dict) -> list[float]:
+    """The cumulative training time after each step (forward, backward and optimizer step; evaluations left out)."""
+    total, out = 0.0, []
+    for fwd, opt in zip(run.get("fwd_bwd_curve_s", []), run.get("optimizer_step_curve_s", [])):
+        total += fwd + opt
+        out.append(total)
+    return out
+
+
+def loss_at(run: dict, seconds: float) -> float | None:
+    """The validation loss at ``seconds`` of training, linear between evaluations (None before the first)."""
+    times = train_seconds(run)
+    points = [(times[s - 1], v) for s, v in run.get("val_curve", []) if s - 1 < len(times)]
+    for (t0, v0), (t1, v1) in itertools.pairwise(points):
+        if t0 <= seconds <= t1:
+            return v0 + (v1 - v0) * (seconds - t0) / max(t1 - t0, 1e-12)
+    return points[-1][1] if points and abs(points[-1][0] - seconds) < 1e-9 else None
+
+
 def lm_table(data: dict, plot: str | None) -> list[str]:
     p = data["protocol"]
     if "skipped" in data:
         return [f"Loss at llama-60m: skipped ({data['skipped']})."]
+    runs = [r for r in data["runs"] if "final_val_loss" in r]
+    timed = [train_seconds(r)[-1] for r in runs if train_seconds(r)]
+    equal = min(timed) if len(timed) == len(runs) and runs else None
     lines = [
         f"Loss at llama-60m ({p['data']}, {p.get('steps')} steps of {p['batch']} × {p['seq']} tokens, seed "
-        f"{p['seed']}, the `{p['settings']}` settings; one seed, so differences under about 0.02 are noise).",
+        f"{p['seed']}, the `{p['settings']}` settings; one seed, so differences under about 0.02 are noise). Equal "
+        "tokens: the val loss column; equal wall-clock: the loss each reached after the training time of the "
+        "fastest run (evaluations left out), interpolated between evaluations.",
         "",
-        "| optimizer | val loss | state MiB | peak GB | tokens/s |",
-        "|---|---|---|---|---|",
+        "| optimizer | val loss | train s | val loss at equal time | state MiB | peak GB | tokens/s |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in data["runs"]:
         if "final_val_loss" not in r:
-            lines.append(f"| {r['optimizer']} | skipped ({r.get('skipped')}) | | | |")
+            lines.append(f"| {r['optimizer']} | skipped ({r.get('skipped')}) | | | | | |")
             continue
+        seconds = train_seconds(r)
+        at = loss_at(r, equal) if equal is not None else None
         lines.append(
-            f"| {r['optimizer']} | {r['final_val_loss']:.3f} | {r['optimizer_state_bytes'] / 2**20:.1f} | "
+            f"| {r['optimizer']} | {r['final_val_loss']:.3f} | {f'{seconds[-1]:.1f}' if seconds else '–'} | "
+            f"{'–' if at is None else f'{at:.3f} ({equal:.1f} s)'} | {r['optimizer_state_bytes'] / 2**20:.1f} | "
             f"{gb(r['peak_memory_bytes'])} | {r['tokens_per_s']:.0f} |"
         )
     if plot:
-        lines += ["", f"![llama-60m loss curves]({plot})"]
+        lines += ["", f"![llama-60m loss curves, by step and by training time]({plot})"]
     return lines
 
 
@@ -289,13 +320,19 @@ def plot_lm(data: dict, path: Path) -> bool:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6.5, 4))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
     for r in runs:
         steps, losses = zip(*r["val_curve"])
-        ax.plot(steps, losses, label=r["optimizer"])
-    ax.set_xlabel("step")
-    ax.set_ylabel("validation loss")
-    ax.legend()
+        axes[0].plot(steps, losses, label=r["optimizer"])
+        times = train_seconds(r)
+        if times:
+            axes[1].plot(
+                [times[s - 1] for s in steps if s - 1 < len(times)], losses[: len(steps)], label=r["optimizer"]
+            )
+    axes[0].set_xlabel("step (equal tokens)")
+    axes[1].set_xlabel("training time, s (equal wall-clock)")
+    axes[0].set_ylabel("validation loss")
+    axes[0].legend()
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)

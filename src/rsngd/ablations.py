@@ -1,7 +1,7 @@
 """RS-SNGD's ablation settings: alternatives to the defaults that measured worse in ``rsngd bench`` (see
-docs/rsngd.md, "Ablations"). They stay for studies, as settings of :class:`AblationRSNGD`, a subclass of
-:class:`rsngd.RSNGD` that overrides the steps they change (``RSNGD`` refuses them and names this class); the
-default step never runs this module's code.
+docs/rsngd.md, "Ablations"). They stay for studies, as strategies registered here (``rsngd.strategies``: each
+chosen by its setting) that only :class:`AblationRSNGD` takes: ``RSNGD`` with these settings added, and nothing
+overridden. ``RSNGD`` refuses them and names that class; the default step never runs this module's code.
 
 - ``normalize="global_rms"`` (one scale for every tensor of a Fisher system) and ``normalize="none"`` (the raw
   F⁻¹m), against the default ``"rms"`` (each tensor's preconditioned core scaled to unit RMS);
@@ -24,15 +24,15 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from . import orthogonal
+from . import orthogonal, strategies
 from .checks import Checker
-from .optimizer import RSNGD, Entry
+from .optimizer import RSNGD
 from .projection import Factors, mix_seed, svd_factors
-from .residual import quantised_momentum
 from .sharding import Layout
-from .subspaces import Subspaces
 
-__all__ = ["SETTINGS", "AblationRSNGD", "SVDSubspaces", "uses"]
+__all__ = ["SETTINGS", "AblationRSNGD", "uses"]
+
+OWNER = "rsngd.ablations.AblationRSNGD"
 
 SETTINGS: dict[str, Any] = {
     "projection": "random",
@@ -57,145 +57,163 @@ def uses(settings: dict[str, Any]) -> bool:
     return any(k in SETTINGS for k in settings) or settings.get("residual") in RESIDUALS
 
 
-class SVDSubspaces(Subspaces):
-    """Factors of ``projection="svd"`` groups: the gradient's leading singular vectors at each renewal, kept in
-    the state (``U0``, ``U1``, …); ``"random"`` groups as :class:`Subspaces`."""
+class AblationRSNGD(RSNGD):
+    """``RSNGD`` that also takes the settings of this module, as arguments or per group: for studies and the
+    benchmark's ablation rows. It overrides nothing: the settings choose the strategies registered here."""
 
-    def seeded(self, group: dict[str, Any]) -> bool:
-        return group["projection"] == "random"
+    extra_settings = SETTINGS
 
-    def new(self, p: Tensor, group: dict[str, Any], grad: Tensor, ranks: list[int], renewal: int) -> Factors:
-        if self.seeded(group):
-            return super().new(p, group, grad, ranks, renewal)
+
+# ------------------------------------------------------------------------------ settings
+def _check_rank(c: Checker, group: dict[str, Any]) -> None:
+    r = group["residual_rank"]
+    c.need(
+        r is None or (isinstance(r, int) and not isinstance(r, bool) and r >= 1),
+        f"residual_rank must be None or an integer >= 1, got {r!r}",
+    )
+
+
+strategies.register_setting("projection", OWNER, lambda c, g: c.one_of("projection", ("random", "svd")))
+strategies.register_setting(
+    "normalize", OWNER, lambda c, g: c.one_of("normalize", ("rms", "global_rms", "none")), shared=True
+)
+strategies.register_setting("core_beta2", OWNER, lambda c, g: c.within("core_beta2", 0, 1))
+strategies.register_setting("residual_rank", OWNER, _check_rank)
+strategies.register_setting(
+    "residual_momentum_schedule", OWNER, lambda c, g: c.one_of("residual_momentum_schedule", ("constant", "lr"))
+)
+
+
+def _check_layout(group: dict[str, Any], lay: Layout) -> None:
+    if group.get("projection") == "svd" and (lay.sharded or lay.groups):
+        raise ValueError("projection='svd' needs whole gradients; use projection='random' with sharded parameters")
+    if group["residual"] == "fira" and (lay.sharded or lay.groups):
+        raise ValueError("residual='fira' needs the whole gradient; it is not supported with sharded parameters")
+
+
+strategies.register_hook("check_layout", _check_layout)
+
+
+# --------------------------------------------------------------------- projection="svd"
+class SVDFactors:
+    """``projection="svd"``: the gradient's leading singular vectors at each renewal, kept in the state (``U0``,
+    ``U1``, …)."""
+
+    def new(self, opt: Any, p: Tensor, group: dict[str, Any], grad: Tensor, ranks: list[int], renewal: int) -> None:
         factors = svd_factors(grad, ranks)
         for i, u in enumerate(factors):
             if u is not None:
-                self.opt.state[p][f"U{i}"] = u
-        return factors
+                opt.state[p][f"U{i}"] = u
 
-    def full(self, p: Tensor, group: dict[str, Any], state: dict[str, Any], device: torch.device) -> Factors:
-        if self.seeded(group):
-            return super().full(p, group, state, device)
+    def full(self, opt: Any, p: Tensor, group: dict[str, Any], state: dict[str, Any], device) -> Factors:
         return [state.get(f"U{i}") for i in range(p.dim())]
 
+    def stack(self, opt: Any, ps: list[Tensor], group: dict[str, Any], lay: Layout, device, dtype) -> Factors:
+        wholes = [self.full(opt, p, group, opt.state[p], device) for p in ps]
+        return [None if f is None else torch.stack([w[m] for w in wholes]).to(dtype) for m, f in enumerate(wholes[0])]
 
-class AblationRSNGD(RSNGD):
-    """``RSNGD`` that also takes the settings of this module, as arguments or per group: for studies and the
-    benchmark's ablation rows. Each overrides the one step it changes."""
 
-    residuals = (*RSNGD.residuals, *RESIDUALS)
-    shared = (*RSNGD.shared, "normalize")
-    subspaces = SVDSubspaces
+strategies.register("factors", "svd", SVDFactors(), OWNER)
 
-    def __init__(
-        self,
-        params: Any,
-        projection: str = SETTINGS["projection"],
-        normalize: str = SETTINGS["normalize"],
-        core_beta2: float = SETTINGS["core_beta2"],
-        residual_rank: int | None = SETTINGS["residual_rank"],
-        residual_momentum_schedule: str = SETTINGS["residual_momentum_schedule"],
-        **settings: Any,
-    ) -> None:
-        """``settings``: the arguments of :class:`rsngd.RSNGD`."""
-        self._ablation = dict(
-            projection=projection,
-            normalize=normalize,
-            core_beta2=core_beta2,
-            residual_rank=residual_rank,
-            residual_momentum_schedule=residual_momentum_schedule,
+
+# ------------------------------------------------------------------------------ normalize
+def _normalizer(mode: str):
+    def run(updates, group, c_scale, reduce, process_group):
+        return normalize(updates, mode, c_scale, group["eps"], reduce, process_group), None
+
+    return run
+
+
+strategies.register("normalize", "global_rms", _normalizer("global_rms"), OWNER)
+strategies.register("normalize", "none", _normalizer("none"), OWNER)
+
+
+# ------------------------------------------------------------------------------ core_beta2
+def _core_moment(opt: Any, entries: list[Any], ok: Tensor) -> None:
+    """Adam's denominator on each preconditioned core of a group with ``core_beta2`` (:func:`core_second_moment`),
+    its moment committed only where the step is finite (the commit comes with the step's ``ok``)."""
+    for e in entries:
+        if e.group.get("core_beta2", 0.0) > 0:
+            u = e.normalized()
+            if "core_v" not in e.state:
+                e.state["core_v"] = torch.zeros_like(u)
+            t = e.state["step"] - e.state["basis_step"]
+            e.update, v = core_second_moment(u, e.state["core_v"], t, e.group["core_beta2"], e.group["eps"])
+            e.divisor, e.coef = None, None
+            e.state["core_v"].copy_(torch.where(ok, v, e.state["core_v"]))
+
+
+def _restart_core_moment(opt: Any, p: Tensor, group: dict[str, Any]) -> None:
+    if "core_v" in opt.state[p]:  # a second moment does not carry into a new basis: start it again
+        opt.state[p]["core_v"].zero_()
+
+
+strategies.register_hook("after_precondition", _core_moment)
+strategies.register_hook("on_renew", _restart_core_moment)
+
+
+# ------------------------------------------------------------------------------ residuals
+class SignResidual:
+    """``residual="sign"``: signSGD on the gradient outside the subspace (FRUGAL)."""
+
+    def direction(self, opt: Any, batch: list[Any], residuals: Tensor, ok: Tensor) -> tuple[Tensor, float]:
+        return sign_residual(residuals), batch[0].group["residual_scale"]
+
+
+class FiraResidual:
+    """``residual="fira"``: the residual scaled by the subspace update's gain, its norm growth limited."""
+
+    def direction(self, opt: Any, batch: list[Any], residuals: Tensor, ok: Tensor) -> tuple[Tensor, float]:
+        out = []
+        for e, r in zip(batch, residuals):
+            scaled, norm = fira_residual(r, e.normalized(), e.core, e.state["residual_norm"])
+            e.state["residual_norm"].copy_(
+                torch.where(ok, norm.to(e.state["residual_norm"].dtype), e.state["residual_norm"])
+            )
+            out.append(scaled)
+        return torch.stack(out), batch[0].group["residual_scale"]
+
+
+def _fira_state(opt: Any, p: Tensor, group: dict[str, Any]) -> None:
+    if group["residual"] == "fira":
+        opt.state[p]["residual_norm"] = torch.zeros(
+            (), dtype=torch.promote_types(p.dtype, torch.float32), device=p.device
         )
-        super().__init__(params, **settings)
 
-    def _more_settings(self) -> dict[str, Any]:
-        return dict(self._ablation)
 
-    def _check_group(self, group: dict[str, Any]) -> Checker:
-        c = super()._check_group(group)
-        c.one_of("projection", ("random", "svd"))
-        c.one_of("normalize", ("rms", "global_rms", "none"))
-        c.within("core_beta2", 0, 1)
-        r = group["residual_rank"]
-        c.need(
-            r is None or (isinstance(r, int) and not isinstance(r, bool) and r >= 1),
-            f"residual_rank must be None or an integer >= 1, got {r!r}",
-        )
-        c.one_of("residual_momentum_schedule", ("constant", "lr"))
-        return c
+strategies.register("residual", "sign", SignResidual(), OWNER)
+strategies.register("residual", "fira", FiraResidual(), OWNER)
+strategies.register_hook("on_start", _fira_state)
 
-    # --------------------------------------------------------- projection="svd", residual="fira"
-    def _check_layout(self, group: dict[str, Any], lay: Layout) -> None:
-        if group["projection"] == "svd" and (lay.sharded or lay.groups):
-            raise ValueError("projection='svd' needs whole gradients; use projection='random' with sharded parameters")
-        if group["residual"] == "fira" and (lay.sharded or lay.groups):
-            raise ValueError("residual='fira' needs the whole gradient; it is not supported with sharded parameters")
-        super()._check_layout(group, lay)
 
-    def _start(self, p: Tensor, group: dict[str, Any], grad: Tensor, lay: Layout) -> Factors:
-        factors = super()._start(p, group, grad, lay)
-        if group["residual"] == "fira":
-            self.state[p]["residual_norm"] = torch.zeros((), dtype=grad.dtype, device=grad.device)
-        return factors
-
-    # ------------------------------------------------------------------ core_beta2
-    def _renew(self, p: Tensor, group: dict[str, Any], grad: Tensor, lay: Layout) -> Factors:
-        factors = super()._renew(p, group, grad, lay)
-        if "core_v" in self.state[p]:  # a second moment does not carry into a new basis: start it again
-            self.state[p]["core_v"].zero_()
-        return factors
-
-    def _precondition_all(self, entries: list[Entry], pending: dict[Tensor, Tensor], ok: Tensor, device) -> None:
-        super()._precondition_all(entries, pending, ok, device)
-        for e in entries:
-            if e.group["core_beta2"] > 0:
-                if "core_v" not in e.state:
-                    e.state["core_v"] = torch.zeros_like(e.update)
-                t = e.state["step"] - e.state["basis_step"]
-                e.update, v = core_second_moment(e.update, e.state["core_v"], t, e.group["core_beta2"], e.group["eps"])
-                e.state["core_v"].copy_(torch.where(ok, v, e.state["core_v"]))
-
-    # ------------------------------------------------------------------- normalize
-    def _normalize(self, updates: list[Tensor], group: dict[str, Any], c_scale: Tensor, reduce: bool) -> list[Tensor]:
-        if group["normalize"] == "rms":
-            return super()._normalize(updates, group, c_scale, reduce)
-        return normalize(updates, group["normalize"], c_scale, group["eps"], reduce, self._process_group)
-
-    # -------------------------------------------------------------------- residuals
-    def _residual_update(self, e: Entry, ok: Tensor, ortho: Tensor | None) -> Tensor | None:
-        if e.group["residual"] not in RESIDUALS:
-            return super()._residual_update(e, ok, ortho)
-        residual = self._residual(e)
-        if e.group["residual"] == "sign":
-            residual = sign_residual(residual)
-        else:
-            residual, norm = fira_residual(residual, e.update, e.core, e.state["residual_norm"])
-            e.state["residual_norm"].copy_(torch.where(ok, norm, e.state["residual_norm"]))
-        return e.group["residual_scale"] * residual
-
-    def _residual_momentum(self, e: Entry, residual: Tensor, ok: Tensor) -> Tensor:
+# ------------------------------------------------------------------- the residual's momentum
+def _lowrank(opt: Any, batch: list[Any], residuals: Tensor, betas: list[float], ok: Tensor) -> Tensor:
+    """``residual_rank``: each residual's momentum kept as a rank-r factorisation (``lowrank_momentum``)."""
+    out = []
+    for e, r, beta in zip(batch, residuals, betas):
         state, group = e.state, e.group
-        beta = group["residual_momentum"]
-        if group["residual_momentum_schedule"] == "lr":
-            state["res_lr_peak"] = max(state.get("res_lr_peak", 0.0), float(group["lr"]))
-            beta *= 1.0 - float(group["lr"]) / state["res_lr_peak"] if state["res_lr_peak"] > 0 else 0.0
-        if group["residual_rank"] is None:
-            return quantised_momentum(e.p, state, residual, beta, group["residual_bits"], ok)
         if "res_basis" not in state:
-            rows, cols = residual.shape[0], residual[0].numel()
-            r = min(group["residual_rank"], rows, cols)
-            gen = torch.Generator().manual_seed(mix_seed(group["seed"], self._space.seed_key(e.p), _RESIDUAL_SEED))
-            state["res_basis"] = torch.zeros(rows, r, dtype=residual.dtype, device=residual.device)
-            state["res_coef"] = torch.randn(cols, r, generator=gen).to(residual)
-        direction, basis, coef = orthogonal.lowrank_momentum(residual, state["res_basis"], state["res_coef"], beta)
+            rows, cols = r.shape[0], r[0].numel()
+            rank = min(group["residual_rank"], rows, cols)
+            gen = torch.Generator().manual_seed(mix_seed(group["seed"], opt._space.seed_key(e.p), _RESIDUAL_SEED))
+            state["res_basis"] = torch.zeros(rows, rank, dtype=r.dtype, device=r.device)
+            state["res_coef"] = torch.randn(cols, rank, generator=gen).to(r)
+        direction, basis, coef = orthogonal.lowrank_momentum(r, state["res_basis"], state["res_coef"], beta)
         state["res_basis"].copy_(torch.where(ok, basis, state["res_basis"]))
         state["res_coef"].copy_(torch.where(ok, coef, state["res_coef"]))
-        return direction
+        out.append(direction)
+    return torch.stack(out)
 
 
-RSNGD.refused.update(
-    {key: "rsngd.ablations.AblationRSNGD" for key in SETTINGS}
-    | {f"residual={r!r}": "rsngd.ablations.AblationRSNGD" for r in RESIDUALS}
-)
+def _lr_beta(state: dict[str, Any], group: dict[str, Any]) -> float:
+    """``residual_momentum_schedule="lr"``: β · (1 − lr / the largest lr so far)."""
+    state["res_lr_peak"] = max(state.get("res_lr_peak", 0.0), float(group["lr"]))
+    peak = state["res_lr_peak"]
+    return group["residual_momentum"] * (1.0 - float(group["lr"]) / peak) if peak > 0 else 0.0
+
+
+strategies.register("momentum", "lowrank", _lowrank, OWNER)
+strategies.register("beta", "lr", _lr_beta, OWNER)
 
 
 def normalize(

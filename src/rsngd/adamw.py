@@ -20,17 +20,22 @@ import torch.distributed as dist
 from torch import Tensor
 
 from . import compact
-from .sharding import layout, local, row_sharded, state_like
+from .budget import budget
+from .sharding import is_dtensor, layout, local, row_sharded, state_like
 from .woodbury import compute_dtype
 
-__all__ = ["LIGHT_CHUNK", "LIGHT_PIECES", "adamw_step", "light_adamw_step", "write"]
+__all__ = ["LIGHT_BYTES", "adamw_step", "adamw_steps", "light_adamw_step", "write"]
 
-LIGHT_CHUNK = 1 << 18
-"""Entries of a matrix stepped at once by ``adamw_state="light"`` (whole rows; 1 MiB in float32), or a
-:data:`LIGHT_PIECES`-th of a larger matrix: transients stay a small share of the matrix, in a bounded number of
-passes (few kernel launches on a GPU)."""
+LIGHT_BYTES = 32
+"""Bytes of transients per entry of a matrix stepped by ``adamw_state="light"`` (its gradient in float32, the
+dequantised moment, the quantisation's and the update's work): a matrix is stepped in chunks of whole rows of at
+most ``budget / LIGHT_BYTES`` entries (``rsngd.budget``: the group's ``batch_memory``, by default that of the
+step's projected batches), so the transients stay within it in few passes (few kernel launches on a GPU)."""
 
-LIGHT_PIECES = 16
+FLAT_ENTRIES = 1 << 22
+"""Tensors in full AdamW of at most this many entries are stepped together, concatenated into one flat buffer per
+group, dtype, device and step count (a dozen operations for all the norms and biases of a model); larger ones
+alone."""
 
 
 def write(param: Tensor, update: Tensor, group: dict[str, Any], ok: Tensor, decay: bool = True) -> None:
@@ -42,6 +47,58 @@ def write(param: Tensor, update: Tensor, group: dict[str, Any], ok: Tensor, deca
     param.add_(torch.where(ok, update, 0.0).to(param.dtype), alpha=-lr)
 
 
+def adamw_steps(items: list[tuple[dict[str, Any], Tensor]], states: Any, ok: Tensor, largest: int = 0) -> None:
+    """AdamW for every (group, parameter) of ``items`` (their states in ``states``): the light state per matrix (in
+    chunks within the group's budget, ``largest`` the item bytes of the step's largest projected tensor), the small
+    full-state tensors together in flat buffers (:data:`FLAT_ENTRIES`), the others one by one."""
+    flat: dict[tuple, list[Tensor]] = {}
+    for group, p in items:
+        state = states[p]
+        if group["adamw_state"] == "light" and p.dim() >= 2:
+            light_adamw_step(p, state, group, ok, largest)
+        elif p.numel() <= FLAT_ENTRIES and not is_dtensor(p):
+            if "exp_avg" not in state:
+                _full_state(p, state)
+            flat.setdefault((id(group), p.dtype, p.device, state["step"]), []).append(p)
+        else:
+            adamw_step(p, state, group, ok)
+    groups = {id(g): g for g, _ in items}
+    for (gid, *_), ps in flat.items():
+        _flat_adamw(ps, [states[p] for p in ps], groups[gid], ok)
+
+
+def _full_state(p: Tensor, state: dict[str, Any]) -> None:
+    dtype = compute_dtype(p.dtype)
+    state["step"] = 0
+    # zeros_like keeps a DTensor's placements: the moments are sharded as the parameter is.
+    state["exp_avg"] = torch.zeros_like(p, dtype=dtype)
+    state["exp_avg_sq"] = torch.zeros_like(p, dtype=dtype)
+
+
+def _flat_adamw(ps: list[Tensor], states: list[dict[str, Any]], group: dict[str, Any], ok: Tensor) -> None:
+    """One AdamW step of tensors with the same step count, their gradients and moments concatenated."""
+    dtype = compute_dtype(ps[0].dtype)
+    sizes = [p.numel() for p in ps]
+    grad = torch.cat([p.grad.reshape(-1) for p in ps]).to(dtype)
+    grad = torch.where(ok, grad, 0.0)
+    exp_avg = torch.cat([s["exp_avg"].reshape(-1) for s in states])
+    exp_avg_sq = torch.cat([s["exp_avg_sq"].reshape(-1) for s in states])
+    okf = ok.to(dtype)
+    beta1, beta2 = group["betas"]
+    for s in states:
+        s["step"] += 1
+    step = states[0]["step"]
+    exp_avg.lerp_(grad, okf * (1 - beta1))
+    exp_avg_sq.mul_(1 - okf * (1 - beta2)).addcmul_(grad, grad, value=1 - beta2)
+    torch._foreach_copy_([s["exp_avg"] for s in states], [t.view_as(p) for t, p in zip(exp_avg.split(sizes), ps)])
+    torch._foreach_copy_([s["exp_avg_sq"] for s in states], [t.view_as(p) for t, p in zip(exp_avg_sq.split(sizes), ps)])
+    denom = exp_avg_sq.div_(1 - beta2**step).sqrt_().add_(group["eps"])
+    update = exp_avg.div_(1 - beta1**step).div_(denom).masked_fill_(ok.logical_not(), 0.0).to(ps[0].dtype)
+    if group["weight_decay"] != 0:
+        torch._foreach_mul_(ps, torch.where(ok, 1 - group["lr"] * group["weight_decay"], 1.0).to(ps[0].dtype))
+    torch._foreach_add_(ps, [t.view_as(p) for t, p in zip(update.split(sizes), ps)], alpha=-group["lr"])
+
+
 def adamw_step(p: Tensor, state: dict[str, Any], group: dict[str, Any], ok: Tensor) -> None:
     """One AdamW step of ``p`` (its ``grad``) with the group's ``betas``, ``eps``, ``lr`` and ``weight_decay``;
     the light variant for a matrix of a group with ``adamw_state="light"``."""
@@ -50,10 +107,7 @@ def adamw_step(p: Tensor, state: dict[str, Any], group: dict[str, Any], ok: Tens
         return
     dtype = compute_dtype(p.dtype)
     if "exp_avg" not in state:
-        state["step"] = 0
-        # zeros_like keeps a DTensor's placements: the moments are sharded as the parameter is.
-        state["exp_avg"] = torch.zeros_like(p, dtype=dtype)
-        state["exp_avg_sq"] = torch.zeros_like(p, dtype=dtype)
+        _full_state(p, state)
     grad = torch.where(ok, local(p.grad).to(dtype), 0.0)
     okf = ok.to(dtype)
     beta1, beta2 = group["betas"]
@@ -78,7 +132,7 @@ def _light_state(p: Tensor, state: dict[str, Any], grad: Tensor, dtype: torch.dt
     state["v_col"] = grad.new_zeros(cols, dtype=dtype)
 
 
-def light_adamw_step(p: Tensor, state: dict[str, Any], group: dict[str, Any], ok: Tensor) -> None:
+def light_adamw_step(p: Tensor, state: dict[str, Any], group: dict[str, Any], ok: Tensor, largest: int = 0) -> None:
     """AdamW with an 8-bit first moment and a factored second moment (``adamw_state="light"``, a matrix).
 
     The tensor is unfolded to rows (first mode × the rest). Sharded by rows (FSDP2), each rank keeps its rows'
@@ -99,7 +153,7 @@ def light_adamw_step(p: Tensor, state: dict[str, Any], group: dict[str, Any], ok
     codes, scales, v_row = local(state["exp_avg_codes"]), local(state["exp_avg_scales"]), local(state["v_row"])
     # Chunks of rows, so that the transients (the gradient in float32, the dequantised moment, the update) stay
     # small beside a large embedding or head; blocks never cross a row, so chunks quantise as the whole.
-    per = max(1, max(LIGHT_CHUNK, -(-rows * cols // LIGHT_PIECES)) // max(1, cols))
+    per = max(1, budget(group, largest) // (LIGHT_BYTES * max(1, cols)))
     chunks = [(a, min(rows, a + per)) for a in range(0, rows, per)]
     col_sum = grad.new_zeros(cols, dtype=dtype)
     for a, b in chunks:  # 1. the second moment's row means, and the column sums of the squares

@@ -13,6 +13,7 @@ FISHERS = ("global", "tensor")
 DAMPING_MODES = ("relative", "absolute")
 ADAMW_STATES = ("full", "light")
 BITS = (8, 4)
+PRECISIONS = ("auto", "float32", "bfloat16")
 
 
 class Checker:
@@ -74,6 +75,9 @@ def check_group(group: dict[str, Any], residuals: tuple[str, ...], hint: Callabl
     for i, beta in enumerate(betas):
         c.need(0 <= c.number(f"betas[{i}]", beta) < 1, f"betas[{i}] must be in [0, 1), got {beta}")
     c.one_of("fisher", FISHERS)
+    c.one_of("precision", PRECISIONS)
+    if group["batch_memory"] is not None:
+        c.integer("batch_memory", 1)
     c.one_of("damping_mode", DAMPING_MODES)
     _check_rank(c, group["rank"])
     return c

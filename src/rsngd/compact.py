@@ -39,22 +39,27 @@ Quantised = tuple[Tensor, Tensor]
 """(codes, scales): uint8 codes (rows × padded columns, halved for 4 bits) and float32 scales (rows × blocks)."""
 
 
-def quantize(x: Tensor, bits: int) -> Quantised:
-    """``x`` (any shape, ndim ≥ 1) as block-wise companded codes of ``bits`` (8 or 4) bits."""
+def quantize(x: Tensor, bits: int, inplace: bool = False) -> Quantised:
+    """``x`` (any shape, ndim ≥ 1) as block-wise companded codes of ``bits`` (8 or 4) bits. With ``inplace`` a
+    contiguous ``x`` of the working dtype is used up (scaled in place): the work then holds one more tensor of its
+    size and the codes."""
     if bits not in _LEVELS:
         raise ValueError(f"bits must be 8 or 4, got {bits!r}")
     rows, cols = _rows(x.shape)
     size = _block(cols)
     blocks = -(-cols // size)
-    flat = x.reshape(rows, cols).to(torch.float32)
+    flat = x.reshape(rows, cols).to(_work(x.dtype))
     if blocks * size != cols:
         flat = torch.nn.functional.pad(flat, (0, blocks * size - cols))
     flat = flat.view(rows, blocks, size)
-    scale = flat.abs().amax(dim=2)  # (rows, blocks)
-    unit = flat / scale.clamp_min(1e-30).unsqueeze(2)  # in [-1, 1]
+    scale = torch.linalg.vector_norm(flat, ord=float("inf"), dim=2)  # (rows, blocks): the largest magnitude
+    divisor = scale.clamp_min(1e-30).unsqueeze(2)
+    unit = flat.div_(divisor) if inplace and flat.data_ptr() == x.data_ptr() else flat / divisor  # in [-1, 1]
     levels = _LEVELS[bits]
-    q = (unit.sign() * unit.abs().sqrt() * levels).round().to(torch.int16) + levels  # 0 .. 2·levels
+    q = unit.abs().sqrt_().mul_(levels).round_().copysign_(unit).add_(levels)  # 0 .. 2·levels
+    del unit, flat
     q = q.view(rows, blocks * size).to(torch.uint8)
+    scale = scale.to(torch.float32)
     if bits == 4 and q.shape[1] % 2:
         q = torch.nn.functional.pad(q, (0, 1), value=levels)  # a code of zero completes the last byte
     if bits == 4:
@@ -69,13 +74,18 @@ def dequantize(
     levels = _LEVELS[bits]
     rows, cols = _rows(shape)
     q = torch.stack([codes & 0xF, codes >> 4], dim=2).view(rows, 2 * codes.shape[1]) if bits == 4 else codes
-    unit = (q.to(torch.float32) - levels) / levels
-    unit = unit.sign() * unit * unit
+    unit = q.to(_work(dtype)).sub_(levels).div_(levels)
+    unit = unit.mul_(unit.abs())  # sign · unit²
     size = _block(cols)
     blocks = scales.shape[1]
     unit = unit[:, : blocks * size]
-    x = (unit.reshape(rows, blocks, size) * scales.unsqueeze(2)).view(rows, blocks * size)[:, :cols]
+    x = unit.reshape(rows, blocks, size).mul_(scales.unsqueeze(2)).view(rows, blocks * size)[:, :cols]
     return x.reshape(shape).to(dtype)
+
+
+def _work(dtype: torch.dtype) -> torch.dtype:
+    """The dtype codes are computed in: bfloat16 for bfloat16 tensors (a GPU step's), else float32."""
+    return torch.bfloat16 if dtype == torch.bfloat16 else torch.float32
 
 
 def state_bytes(shape: torch.Size | tuple[int, ...], bits: int) -> int:

@@ -29,6 +29,8 @@ from .woodbury import momentum_weights_solve
 
 __all__ = [
     "columns",
+    "directions",
+    "dtype_of",
     "fisher_gram",
     "fit",
     "gather",
@@ -36,7 +38,9 @@ __all__ = [
     "like",
     "natural_direction",
     "new",
+    "push",
     "pushed",
+    "solve",
     "split_spec",
     "whole",
 ]
@@ -86,6 +90,17 @@ def new(p: Tensor, lay: Layout, s: int, k: int, dtype: torch.dtype, device: torc
     return zeros if spec is None else _split(zeros, *spec)
 
 
+def dtype_of(p: Tensor) -> torch.dtype:
+    """The dtype of a history (and of its cores) for parameter ``p``: float32, or float64 for float64 ones."""
+    return torch.promote_types(p.dtype, torch.float32)
+
+
+def push(hist: Tensor, core: Tensor | None, ok: Tensor) -> None:
+    """Drop the oldest row of ``hist`` and append ``core`` (zeros for None) as the newest, in place, only where
+    ``ok``: two operations."""
+    torch.where(ok, pushed(hist, core), hist, out=hist)
+
+
 def pushed(hist: Tensor, core: Tensor | None) -> Tensor:
     """The history with its oldest row dropped and ``core`` (zeros for None) appended as the newest."""
     new = core.to(hist.dtype)[None] if core is not None else hist.new_zeros(1, hist.shape[1])
@@ -124,12 +139,14 @@ def fisher_gram(hists: list[Tensor]) -> Tensor:
     This is the one reduction the global Fisher needs (Gᵀm = GᵀG w follows from it); :func:`gram` sums the
     parts of split histories over their ranks.
     """
-    gram = None
-    for h in hists:
-        part = (h @ h.T).to(torch.float64)
-        gram = part if gram is None else gram + part
-    assert gram is not None
-    return gram
+    sums: dict[torch.dtype, Tensor] = {}
+    for h in hists:  # one accumulating matmul per history, in its own dtype
+        if h.dtype in sums:
+            sums[h.dtype].addmm_(h, h.T)
+        else:
+            sums[h.dtype] = h @ h.T
+    assert sums
+    return sum(part.to(torch.float64) for part in sums.values())  # type: ignore[return-value]
 
 
 def gram(hists: list[Tensor], s: int, device: torch.device) -> Tensor:
@@ -187,12 +204,12 @@ def gather(hists: list[Tensor], pieces: list[Tensor]) -> list[Tensor]:
     return out
 
 
-def natural_direction(
+def solve(
     hists: list[Tensor], filled: int, group: dict[str, Any], device: torch.device, reduce: bool, process_group: Any
-) -> tuple[list[Tensor], Tensor]:
-    """F⁻¹m for each history of one Fisher system, up to a common scale: solve (λI + GᵀG) c = w once
+) -> tuple[Tensor, Tensor]:
+    """The weights of F⁻¹m over the window of one Fisher system, up to a common scale: solve (λI + GᵀG) c = w once
     (``momentum_weights_solve`` with the group's ``momentum``, ``damping`` and ``damping_mode``; ``filled``: the
-    rows filled so far) and return each G_p c / c_scale (whole cores, gathered from split histories) and c_scale.
+    rows filled so far); returns c / c_scale (s, float64) and c_scale. Each tensor's F⁻¹m is then G_p c.
 
     With ``reduce`` (a partition of the global system, ZeRO), GᵀG and the number of filled rows are summed over
     ``process_group``, so every rank solves the system of all tensors (every rank must call it)."""
@@ -202,8 +219,19 @@ def natural_direction(
         gram_, filled_ = summed_over_ranks(gram_, filled, process_group)
     else:
         filled_ = torch.full((), filled, dtype=torch.float64, device=device)
-    direction, c_scale = momentum_weights_solve(
-        gram_, filled_, group["momentum"], group["damping"], group["damping_mode"]
-    )
-    # G c, shape (k,), up to c_scale; a split history gives its columns, gathered whole
-    return gather(hists, [direction.to(h.dtype) @ local(h) for h in hists]), c_scale
+    return momentum_weights_solve(gram_, filled_, group["momentum"], group["damping"], group["damping_mode"])
+
+
+def directions(hists: list[Tensor], direction: Tensor) -> list[Tensor]:
+    """Each history's G_p c (k,), gathered whole from split histories."""
+    cast = {dtype: direction.to(dtype) for dtype in {h.dtype for h in hists}}
+    return gather(hists, [cast[h.dtype] @ local(h) for h in hists])
+
+
+def natural_direction(
+    hists: list[Tensor], filled: int, group: dict[str, Any], device: torch.device, reduce: bool, process_group: Any
+) -> tuple[list[Tensor], Tensor]:
+    """F⁻¹m for each history of one Fisher system, up to a common scale (:func:`solve`, :func:`directions`): each
+    G_p c / c_scale (whole cores, gathered from split histories) and c_scale."""
+    direction, c_scale = solve(hists, filled, group, device, reduce, process_group)
+    return directions(hists, direction), c_scale

@@ -41,8 +41,11 @@ def optimizer_state_bytes(optimizer: torch.optim.Optimizer, params: Any = None, 
     this is the memory really held, and a small view that keeps a large buffer alive
     counts the whole buffer. With ``logical=True`` each tensor counts only its own
     elements instead. With ``params`` (an iterable of parameters), only the state of
-    those parameters is counted, e.g. to compare the projected matrices alone.
+    those parameters is counted, e.g. to compare the projected matrices alone. An optimizer
+    that keeps memory between steps outside its state (RS-SNGD's factor cache, reported by its
+    ``factor_cache_bytes``) has it counted too.
     """
+    params = None if params is None else list(params)
     wanted = None if params is None else {id(p) for p in params}
     storages: dict[int, int] = {}
     seen: set[int] = set()
@@ -50,4 +53,5 @@ def optimizer_state_bytes(optimizer: torch.optim.Optimizer, params: Any = None, 
         if wanted is not None and id(p) not in wanted:
             continue
         _walk(state, seen, storages, logical)
-    return int(sum(storages.values()))
+    cache = getattr(optimizer, "factor_cache_bytes", None)
+    return int(sum(storages.values())) + (int(cache(params)) if callable(cache) else 0)

@@ -9,6 +9,13 @@ Per step, for every tensor with ndim ≥ 2 in a group whose ``rank`` is set:
    window that costs no state (``rsngd.woodbury.momentum_weights_solve``);
 4. normalise, project back, add the residual step (``rsngd.residual``), and apply.
 
+The step runs in two passes over batches of same-shape tensors (``rsngd.batches``): pass 1 reads each gradient as
+it is and keeps only its core; after the one s × s solve, pass 2 reads each batch's gradients again, forms their
+residuals, orthogonalises them together and writes the updates, freeing the batch's temporaries before the next.
+A step's temporaries are bounded by one batch (``batch_memory``), never by the model; on an accelerator its matmuls
+run in bfloat16 (``precision``); the subspaces' factors are drawn from device-side counter keys and orthonormalised
+by matmuls, so a step that renews nothing makes no QR and no host→device copy.
+
 ``fisher="global"`` solves one s × s system for all projected tensors of the optimizer (GᵀG = Σ_p G_pᵀ G_p);
 ``fisher="tensor"`` solves one per tensor. Tensors with ndim < 2, and every tensor of a group whose ``rank`` is
 None, are updated with AdamW (``rsngd.adamw``).
@@ -33,7 +40,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any, ClassVar
 
 import torch
@@ -41,31 +48,17 @@ import torch.distributed as dist
 from torch import Tensor
 from torch.optim import Optimizer
 
-from . import adamw, history
+from . import adamw, history, strategies
+from .batches import Entry, apply_chunk, apply_together, plan, project_batch
+from .budget import item_bytes
 from .checks import Checker, check_group
 from .per_layer import LayerHooks
-from .projection import Factors, change_basis, clamp_ranks, core_shape, project_back_local, project_local
-from .residual import batches, ortho_directions, outside, quantised_momentum
+from .projection import change_basis, clamp_ranks
 from .settings import NAMES, Settings
 from .sharding import Layout, Reducer, is_dtensor, layout, local, row_sharded
 from .subspaces import Subspaces
-from .woodbury import compute_dtype
 
 __all__ = ["RSNGD", "Entry"]
-
-
-@dataclass
-class Entry:
-    """A projected tensor taking part in this step."""
-
-    p: Tensor
-    group: dict[str, Any]
-    state: dict[str, Any]
-    grad: Tensor | None  # this rank's gradient, float32 (float64 for float64 parameters); None: taken per layer
-    core: Tensor  # projected gradient, flattened (k,); a shard's share until the step's all-reduce
-    factors: Factors  # this rank's rows of the factors
-    layout: Layout
-    update: Tensor | None = None  # preconditioned core (k,)
 
 
 class RSNGD(Optimizer):
@@ -89,19 +82,15 @@ class RSNGD(Optimizer):
             residual, the AdamW part…; each documented there), for every group that does not set its own. An unknown
             name is a TypeError.
 
-    Settings that measured no better (other normalisations, Fira and sign residuals, a low-rank residual
-    momentum, Adam's denominator on the core, SVD factors) are taken by ``rsngd.ablations.AblationRSNGD``, a
-    subclass that overrides the steps they change; this class refuses them, naming it.
+    The step's variation points (the normalisation of the preconditioned cores, the residual step, the subspaces'
+    factors) are strategies chosen by settings (``rsngd.strategies``). Those that measured no better (other
+    normalisations, Fira and sign residuals, a low-rank residual momentum, Adam's denominator on the core, SVD
+    factors) are registered by ``rsngd.ablations`` and taken by its ``AblationRSNGD``; this class refuses them,
+    naming it.
     """
 
-    residuals: ClassVar[tuple[str, ...]] = ("none", "ortho")
-    """The residual steps this class takes."""
-    shared: ClassVar[tuple[str, ...]] = ("history", "damping", "damping_mode", "momentum")
-    """Settings every group of the global Fisher system must agree on (it is one s × s system)."""
-    refused: ClassVar[dict[str, str]] = {}
-    """Settings (``name``, or ``name=value``) another class takes → that class; filled by ``rsngd.ablations``."""
-    subspaces: ClassVar[type[Subspaces]] = Subspaces
-    """The strategy that draws, renews and caches the projected tensors' factors."""
+    extra_settings: ClassVar[dict[str, Any]] = {}
+    """Settings this class takes beyond :class:`Settings`, with their defaults (``AblationRSNGD``'s)."""
 
     def __init__(
         self,
@@ -113,16 +102,18 @@ class RSNGD(Optimizer):
         process_group: dist.ProcessGroup | None = None,
         **settings: Any,
     ) -> None:
-        unknown = sorted(set(settings) - NAMES)
+        known = NAMES | set(self.extra_settings)
+        unknown = sorted(set(settings) - known)
         if unknown:
-            hint = f" ({unknown[0]} is a setting of {self.refused[unknown[0]]})" if unknown[0] in self.refused else ""
+            owner = strategies.owner_of_setting(unknown[0])
+            hint = f" ({unknown[0]} is a setting of {owner})" if owner else ""
             raise TypeError(f"{type(self).__name__} got an unexpected keyword argument {unknown[0]!r}{hint}")
-        settings = {**asdict(Settings()), **settings}
-        super().__init__(params, {**settings, "nonfinite_steps": 0, **self._more_settings()})
+        settings = {**asdict(Settings()), **self.extra_settings, **settings}
+        super().__init__(params, {**settings, "nonfinite_steps": 0})
         for group in self.param_groups:
             self._check_group(group)
         global_groups = [g for g in self.param_groups if g["rank"] is not None and g["fisher"] == "global"]
-        for key in self.shared:
+        for key in strategies.shared_settings(self.extra_settings):
             if len({g[key] for g in global_groups}) > 1:
                 raise ValueError(f"groups with fisher='global' share one s × s system and need the same {key}")
         if partitioned and data_parallel:
@@ -131,28 +122,23 @@ class RSNGD(Optimizer):
         self._data_parallel = bool(data_parallel)
         self._process_group = process_group
         self._dist: bool | None = None  # decided at the first step
-        self._space = self.subspaces(self)
+        self._largest = 0  # the item bytes of the largest projected tensor of the last step (``rsngd.budget``)
+        self._space = Subspaces(self)  # asks each group's ``factors`` strategy where its factors come from
         self._groups: dict[Tensor, dict[str, Any]] = {p: g for g in self.param_groups for p in g["params"]}
         self._layers = LayerHooks(self) if per_layer else None  # per_layer: the hooks and the cores they gathered
 
-    def _more_settings(self) -> dict[str, Any]:
-        """Per-group settings a subclass adds, with their defaults."""
-        return {}
-
     def _check_group(self, group: dict[str, Any]) -> Checker:
         """ValueError naming the argument for any setting that would give NaN parameters or a confusing failure;
-        a setting of another class is refused, naming it."""
+        a setting or strategy of another class is refused, naming it."""
         for key in group:
-            if key in self.refused and key not in self.defaults:
+            owner = strategies.owner_of_setting(key)
+            if owner and key not in self.defaults:
                 raise ValueError(
-                    f"{key}={group[key]!r} measured no better than the default: it is a setting of {self.refused[key]}"
+                    f"{key}={group[key]!r} measured no better than the default: it is a setting of {owner}"
                 )
-
-        def hint(value: Any) -> str:
-            home = self.refused.get(f"residual={value!r}")
-            return f" (residual={value!r} is a setting of {home})" if home else ""
-
-        return check_group(group, self.residuals, hint)
+        c = check_group(group, strategies.residuals(self.extra_settings), strategies.residual_hint)
+        strategies.check_extra(c, group, self.extra_settings)
+        return c
 
     def add_param_group(self, param_group: dict[str, Any]) -> None:
         super().add_param_group(param_group)
@@ -167,9 +153,10 @@ class RSNGD(Optimizer):
         """Number of (group) steps skipped because a gradient was not finite."""
         return max(int(g["nonfinite_steps"]) for g in self.param_groups)  # a device tensor: reading it syncs
 
-    def factor_cache_bytes(self) -> int:
-        """Bytes of the cached factors (``cache_factors=True``): memory held between steps, as the state is."""
-        return self._space.cache_bytes()
+    def factor_cache_bytes(self, params: Iterable[Tensor] | None = None) -> int:
+        """Bytes of the cached factors (``cache_factors=True``; of ``params`` only, if given): memory held between
+        steps, as the state is, and counted in ``rsngd.optimizer_state_bytes``."""
+        return self._space.cache_bytes(params)
 
     # ------------------------------------------------------------------ step
     @torch.no_grad()
@@ -195,8 +182,7 @@ class RSNGD(Optimizer):
         entries, adam, ok = self._project(work, pending, pending_bad, device)
         self._precondition_all(entries, pending, ok, device)
         self._apply_all(entries, ok)
-        for group, p in adam:
-            adamw.adamw_step(p, self.state[p], group, ok)
+        adamw.adamw_steps(adam, self.state, ok, self._largest)
         return loss
 
     def _project(
@@ -206,30 +192,35 @@ class RSNGD(Optimizer):
         pending_bad: Tensor | None,
         device: torch.device,
     ) -> tuple[list[Entry], list[tuple[dict[str, Any], Tensor]], Tensor]:
-        """Project every gradient (a shard's share of the core for a sharded one) and sum over the ranks, with the
-        non-finite flag. Returns the projected entries, the tensors for AdamW, and ``ok``: every gradient finite."""
+        """Pass 1: every gradient's core (a shard's share for a sharded one), batch by batch, summed over the ranks
+        with the non-finite flag. Returns the projected entries, the tensors for AdamW, and ``ok``: every gradient
+        finite."""
         bad = torch.zeros(1, dtype=torch.float64, device=device)
         if work:
-            bad += torch.stack([local(p.grad).isfinite().all().logical_not() for _, p in work]).sum()
+            by_dtype: dict[torch.dtype, list[Tensor]] = {}
+            for n in torch._foreach_norm([local(p.grad) for _, p in work]):  # not finite: NaN, inf or overflow
+                by_dtype.setdefault(n.dtype, []).append(n)
+            for norms in by_dtype.values():
+                bad += torch.stack(norms).isfinite().logical_not().sum()
         if pending_bad is not None:
             bad += pending_bad
         reducer = Reducer()
-        if self._distributed():
+        early = None if self._distributed() else bad[0] == 0  # known now: each core goes to its history at once
+        if early is None:
             reducer.add(bad, [self._process_group])
+        adam = [(g, p) for g, p in work if g["rank"] is None or p.dim() < 2]
+        projected = [(g, p) for g, p in work if g["rank"] is not None and p.dim() >= 2]
         entries: list[Entry] = []
-        adam: list[tuple[dict[str, Any], Tensor]] = []
-        self._space.draw_ahead(work)
-        for group, p in work:
-            if group["rank"] is None or p.dim() < 2:
-                adam.append((group, p))
-                continue
-            e = self._prepare(p, group)
+        chunks = plan(projected, self._layout_of, self._mdtype)
+        self._largest = max(
+            (item_bytes(self._layout_of(p).local_shape, self._mdtype(p)) for _, p in projected), default=0
+        )
+        for chunk in chunks:
+            entries += self._project_chunk(chunk, early)
+        for e in entries:
             if e.layout.groups:
                 reducer.add(e.core, e.layout.groups)
-            entries.append(e)
-        for p, core in pending.items():
-            entries.append(self._pending_entry(p, core))
-        self._space.drawn.clear()
+        entries += [self._pending_entry(p, core) for p, core in pending.items()]
         reducer.run()
         ok = bad[0] == 0
         for e in entries:
@@ -239,22 +230,59 @@ class RSNGD(Optimizer):
         self._count_nonfinite(ok)
         return entries, adam, ok
 
+    def _project_chunk(
+        self, chunk: list[list[tuple[dict[str, Any], Tensor]]], ok: Tensor | None, keep: list | None = None
+    ) -> list[Entry]:
+        """The entries of one chunk (batches of tensors of one group, shape and layout): subspaces started or
+        renewed where due, then their factors drawn together and the gradients projected batch by batch; with
+        ``ok`` known (one process), each core pushed to its history at once, so no core is held across the pass.
+        ``keep``: a list that receives the chunk's factors (the per-layer hook uses them again)."""
+        batch = [item for b in chunk for item in b]
+        group = batch[0][0]
+        lay = self._layout_of(batch[0][1])
+        for _, p in batch:
+            self._check_layout(group, lay)
+            state = self.state[p]
+            if "hist" not in state:
+                self._start(p, group, lay)
+            elif self._space.renews(p, group, state["step"]):
+                self._renew(p, group)
+        ps = [p for _, p in batch]
+        dtype = self._mdtype(ps[0])
+        factors = self._space.stack(ps, group, lay, local(ps[0].grad).device, dtype)
+        grads = [[local(p.grad) for _, p in b] for b in chunk]
+        cores = project_batch(grads, factors, lay, dtype, history.dtype_of(ps[0]))
+        if keep is not None:
+            keep.append(factors)
+        entries = [Entry(p, group, self.state[p], lay, core) for p, core in zip(ps, cores)]
+        if ok is not None:
+            for e in entries:
+                self._push(e, ok)
+        return entries
+
+    def _push(self, e: Entry, ok: Tensor) -> None:
+        """The entry's core into its history (this rank's columns of a split one), committed only if ok; a whole
+        history's newest row then stands for the core."""
+        lo, hi = history.columns(e.state["hist"])
+        history.push(local(e.state["hist"]), e.core[lo:hi], ok)
+        if not is_dtensor(e.state["hist"]):
+            e.core = e.state["hist"][-1]  # the core, or (when not ok, nothing applied) the row before it
+        e.pushed = True
+
     def _precondition_all(self, entries: list[Entry], pending: dict[Tensor, Tensor], ok: Tensor, device) -> None:
         """Push the cores to the histories (committed only if ok), then solve one Fisher system per tensor or for
         all (a zero row for the global system's tensors without a gradient this step)."""
         systems: dict[str, list[Entry]] = {"global": []}
         for e in entries:
-            lo, hi = history.columns(e.state["hist"])
-            hist = local(e.state["hist"])  # this rank's columns of a split history
-            hist.copy_(torch.where(ok, history.pushed(hist, e.core[lo:hi]), hist))
+            if not e.pushed:
+                self._push(e, ok)
             key = "global" if e.group["fisher"] == "global" else f"tensor{id(e.p)}"
             systems.setdefault(key, []).append(e)
         for group in self.param_groups:
             if group["rank"] is not None and group["fisher"] == "global":
                 for p in group["params"]:
                     if p.grad is None and p not in pending and "hist" in self.state[p]:
-                        hist = local(self.state[p]["hist"])
-                        hist.copy_(torch.where(ok, history.pushed(hist, None), hist))
+                        history.push(local(self.state[p]["hist"]), None, ok)
         if self._partitioned and any(g["rank"] is not None and g["fisher"] == "global" for g in self.param_groups):
             self._precondition(systems["global"], device, reduce=True)  # every rank joins the sums
         elif systems["global"]:
@@ -262,27 +290,24 @@ class RSNGD(Optimizer):
         for key, es in systems.items():
             if key != "global":
                 self._precondition(es, device, reduce=False)
+        strategies.after_precondition(self, entries, ok)
 
     def _apply_all(self, entries: list[Entry], ok: Tensor) -> None:
-        """Apply every projected update with its residual step; each rank writes its own rows; nothing changes
-        unless ok."""
-        stepped = [
-            e for e in entries if e.grad is not None and e.group["residual"] == "ortho" and outside(e.core, e.layout)
-        ]
+        """Pass 2: apply every projected update with its residual step, batch by batch; each rank writes its own
+        rows; nothing changes unless ok. Entries whose residuals need collectives (sharded parameters, or
+        ``data_parallel``) are taken together first."""
         spread = self._data_parallel and dist.is_available() and dist.is_initialized()
-        together = [e for e in stepped if spread or e.layout.groups]  # their collectives need every matrix at once
-        ortho = self._ortho_directions(together, ok) if together else {}
-        # The rest go in batches of one shape, each applied before the next is formed: a step holds at most
-        # one batch of residuals besides the gradients.
-        alone = {id(e) for e in stepped} - {id(e) for e in together}
-        rest = [e for e in stepped if id(e) in alone]
-        for batch in batches(rest, [e.grad for e in rest]):
-            ortho.update(self._ortho_directions(batch, ok))
-            for e in batch:
-                self._apply(e, ok, ortho.pop(id(e)))
-        for e in entries:
-            if id(e) not in alone:
-                self._apply(e, ok, ortho.get(id(e)))
+        together = [
+            e
+            for e in entries
+            if e.taken_here and e.group["residual"] == "ortho" and e.outside and (spread or e.layout.groups)
+        ]
+        if together:
+            apply_together(self, together, ok, spread)
+        done = {id(e) for e in together}
+        rest = [e for e in entries if id(e) not in done]
+        for chunk in plan(rest, self._layout_of, self._mdtype, key=lambda e: (e.group, e.p)):
+            apply_chunk(self, chunk, ok)
 
     def _distributed(self) -> bool:
         """Whether this step needs collectives: sharded parameters, or a partition of the model (ZeRO)."""
@@ -313,6 +338,13 @@ class RSNGD(Optimizer):
             group["nonfinite_steps"] = count + (~ok).to(torch.int64)
 
     # ------------------------------------------------------------ projected
+    def _mdtype(self, p: Tensor) -> torch.dtype:
+        """The dtype of the step's matmuls for ``p`` (its group's ``precision``)."""
+        return strategies.matmul_dtype(self._groups[p]["precision"], p.dtype, local(p).device)
+
+    def _layout_of(self, p: Tensor) -> Layout:
+        return layout(p, p.grad)
+
     def _check_layout(self, group: dict[str, Any], lay: Layout) -> None:
         """ValueError for a layout the group's residual step cannot take."""
         if group["residual"] != "none" and lay.groups and not row_sharded(lay):
@@ -320,112 +352,59 @@ class RSNGD(Optimizer):
                 f"residual={group['residual']!r} needs each gradient whole or sharded by rows on one mesh dimension "
                 "(FSDP2's Shard(0)); use residual='none' for this layout"
             )
+        strategies.check_layout(group, lay)
 
-    def _prepare(self, p: Tensor, group: dict[str, Any]) -> Entry:
-        """Initialise or renew the subspace and project this rank's part of the gradient."""
-        state = self.state[p]
-        lay = layout(p, p.grad)
-        grad = local(p.grad).to(compute_dtype(p.dtype))  # float32, or float64 for float64 parameters
-        self._check_layout(group, lay)
-        if "hist" not in state:
-            factors = self._start(p, group, grad, lay)
-        elif self._space.renews(p, group, state["step"]):
-            factors = self._renew(p, group, grad, lay)
-        else:
-            factors = self._space.current(p, group, lay, grad.device)
-        core = project_local(grad, factors, lay.offsets, lay.full_shape).reshape(-1).contiguous()
-        return Entry(p=p, group=group, state=state, grad=grad, core=core, factors=factors, layout=lay)
-
-    def _start(self, p: Tensor, group: dict[str, Any], grad: Tensor, lay: Layout) -> Factors:
-        """A tensor's first subspace and empty history; this rank's rows of its factors."""
+    def _start(self, p: Tensor, group: dict[str, Any], lay: Layout) -> None:
+        """A tensor's first subspace and empty history (split by columns under FSDP2)."""
         state = self.state[p]
         state["step"] = 0
         state["basis_step"] = 0
         state["renewals"] = 0
-        full = self._space.new(p, group, grad, clamp_ranks(p.shape, group["rank"]), renewal=0)
-        k = math.prod(core_shape(p.shape, full))
-        state["hist"] = history.new(p, lay, group["history"], k, grad.dtype, grad.device)  # split by columns (FSDP2)
-        return self._space.keep(p, group, full, lay)
+        ranks = clamp_ranks(p.shape, group["rank"])
+        self._space.new(p, group, local(p.grad), ranks, renewal=0)
+        k = math.prod(ranks)
+        grad = local(p.grad)
+        state["hist"] = history.new(p, lay, group["history"], k, history.dtype_of(p), grad.device)
+        strategies.on_start(self, p, group)
 
-    def _renew(self, p: Tensor, group: dict[str, Any], grad: Tensor, lay: Layout) -> Factors:
-        """A new subspace, the history carried into its basis; this rank's rows of its factors."""
+    def _renew(self, p: Tensor, group: dict[str, Any]) -> None:
+        """A new subspace, the history carried into its basis."""
         state, s = self.state[p], group["history"]
-        old = self._space.full(p, group, state, grad.device)
+        device = local(p.grad).device
+        old = self._space.full(p, group, state, device)
         state["renewals"] += 1
-        full = self._space.new(p, group, grad, clamp_ranks(p.shape, group["rank"]), renewal=state["renewals"])
-        cshape = core_shape(p.shape, full)
-        hist = history.whole(state["hist"]).view(s, *cshape)  # a split history is gathered for the change of basis
-        changed = change_basis(hist, old, full, batch_dims=1).reshape(s, -1).contiguous()
+        ranks = clamp_ranks(p.shape, group["rank"])
+        self._space.new(p, group, local(p.grad), ranks, renewal=state["renewals"])
+        new = self._space.full(p, group, state, device)
+        hist = history.whole(state["hist"]).view(s, *ranks)  # a split history is gathered for the change of basis
+        changed = change_basis(hist, old, new, batch_dims=1).reshape(s, -1).contiguous()
         state["hist"] = history.like(state["hist"], changed)
         state["basis_step"] = state["step"]
-        return self._space.keep(p, group, full, lay)
+        strategies.on_renew(self, p, group)
 
     def _pending_entry(self, p: Tensor, core: Tensor) -> Entry:
         """The entry of a tensor whose gradient was projected (and freed) by the per-layer hook."""
-        group, state = self._groups[p], self.state[p]
-        lay = layout(p)
-        factors = self._space.current(p, group, lay, core.device)
-        return Entry(p=p, group=group, state=state, grad=None, core=core, factors=factors, layout=lay)
+        return Entry(p, self._groups[p], self.state[p], layout(p), core, taken_here=False)
 
     def _precondition(self, entries: list[Entry], device: torch.device, reduce: bool) -> None:
         """Set each entry's update to its part of F⁻¹m for one Fisher system (``history.natural_direction``; with
-        ``reduce``, the system of every rank's partition), normalised."""
+        ``reduce``, the system of every rank's partition), normalised by the group's normaliser."""
         group = entries[0].group if entries else self._global_group()
         hists = [e.state["hist"] for e in entries]
         filled = max((min(e.state["step"], group["history"]) for e in entries), default=0)
-        updates, c_scale = history.natural_direction(hists, filled, group, device, reduce, self._process_group)
-        for e, update in zip(entries, self._normalize(updates, group, c_scale, reduce)):
-            e.update = update
-
-    def _normalize(self, updates: list[Tensor], group: dict[str, Any], c_scale: Tensor, reduce: bool) -> list[Tensor]:
-        """Each preconditioned core (known up to ``c_scale``) scaled to unit RMS."""
-        return [u / (u.pow(2).mean().sqrt() + group["eps"]) for u in updates]
+        c, c_scale = history.solve(hists, filled, group, device, reduce, self._process_group)
+        if strategies.lazy(group) and not any(is_dtensor(h) for h in hists):
+            cast = {dtype: c.to(dtype) for dtype in {h.dtype for h in hists}}
+            for e in entries:  # pass 2 forms G_p c and its RMS batch by batch
+                e.coef = cast[e.state["hist"].dtype]
+            return
+        updates = history.directions(hists, c)
+        updates, divisors = strategies.normalizer(group)(updates, group, c_scale, reduce, self._process_group)
+        for i, e in enumerate(entries):
+            e.update, e.divisor = updates[i], None if divisors is None else divisors[i]
 
     def _global_group(self) -> dict[str, Any]:
         return next(g for g in self.param_groups if g["rank"] is not None and g["fisher"] == "global")
-
-    def _residual(self, e: Entry) -> Tensor:
-        """The part of this rank's gradient outside the subspace."""
-        cshape = core_shape(e.p.shape, e.factors)
-        back = project_back_local(e.core.view(cshape), e.factors, e.layout.offsets, e.layout.local_shape)
-        return e.grad - back
-
-    def _ortho_directions(self, entries: list[Entry], ok: Tensor) -> dict[int, Tensor]:
-        """The scaled polar factor of each entry's residual (of its momentum's Nesterov direction with
-        ``residual_momentum``), this rank's rows, by ``id`` of the entry."""
-        directions = []
-        for e in entries:
-            direction = self._residual(e)
-            if e.group["residual_momentum"] > 0:
-                direction = self._residual_momentum(e, direction, ok)
-            directions.append(direction)
-        done = ortho_directions(directions, [e.layout for e in entries], self._data_parallel, self._process_group)
-        return {id(e): o for e, o in zip(entries, done)}
-
-    def _residual_momentum(self, e: Entry, residual: Tensor, ok: Tensor) -> Tensor:
-        """The residual's Nesterov momentum direction, its buffer whole-size and quantised (``residual_bits``)."""
-        group = e.group
-        return quantised_momentum(e.p, e.state, residual, group["residual_momentum"], group["residual_bits"], ok)
-
-    def _residual_update(self, e: Entry, ok: Tensor, ortho: Tensor | None) -> Tensor | None:
-        """What the residual adds to the projected update (None: nothing)."""
-        if e.group["residual"] == "ortho" and ortho is not None:  # None: the subspace is the whole tensor
-            return e.group["residual_scale"] * ortho
-        return None
-
-    def _apply(self, e: Entry, ok: Tensor, ortho: Tensor | None = None) -> None:
-        group, lay = e.group, e.layout
-        update = project_back_local(
-            e.update.view(core_shape(e.p.shape, e.factors)) * group["scale"], e.factors, lay.offsets, lay.local_shape
-        )
-        decay = True
-        if e.grad is None:  # per_layer: the residual step and the decay were taken in the hook
-            decay = group["residual"] == "none"
-        else:
-            extra = self._residual_update(e, ok, ortho)
-            if extra is not None:
-                update = update + extra
-        adamw.write(local(e.p), update, group, ok, decay=decay)
 
     # ----------------------------------------------------------------- state
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:

@@ -14,9 +14,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .adamw import write
-from .residual import outside
-from .sharding import local
+from . import strategies
+from .batches import apply_residual
 
 __all__ = ["LayerHooks"]
 
@@ -48,7 +47,8 @@ class LayerHooks:
     @torch.no_grad()
     def absorb(self, p: Tensor) -> None:
         """Run as soon as ``p``'s gradient is accumulated: project it into the core that the next ``step`` will use,
-        take the residual step (with its weight decay) now, and free the gradient.
+        take the residual step (with its weight decay) now, and free the gradient. The matrix's factors are drawn
+        once for both and released with it (``step`` draws them again, a batch at a time, for the subspace step).
 
         Without a residual, micro-batches add up in the core (projection is linear). The residual step is final
         here: it is skipped if this gradient is not finite, but not if another tensor's is."""
@@ -58,18 +58,17 @@ class LayerHooks:
         if opt._distributed():
             raise RuntimeError("per_layer=True runs in one process; under torch.distributed use the normal step")
         group = opt._groups[p]
-        e = opt._prepare(p, group)
+        factors: list = []
+        (e,) = opt._project_chunk([[(group, p)]], None, keep=factors)
         bad = p.grad.isfinite().all().logical_not().to(torch.float64)
         self.bad = bad if self.bad is None else self.bad + bad
         previous = self.pending.get(p)
-        if group["residual"] == "ortho" and outside(e.core, e.layout):
+        if strategies.residual(group) is not None and e.outside:
             if previous is not None:
                 raise RuntimeError(
                     "per_layer=True with residual='ortho' takes one backward per step (the residual step is taken as "
                     "each gradient arrives): sum the micro-batches' losses before backward, or use residual='none'"
                 )
-            ok = bad == 0
-            ortho = opt._ortho_directions([e], ok)[id(e)]
-            write(local(p), group["residual_scale"] * ortho, group, ok)
+            apply_residual(opt, [e], bad == 0, factors[0])
         self.pending[p] = e.core if previous is None else previous + e.core
         p.grad = None

@@ -16,11 +16,16 @@ Two kinds of factors:
 * :func:`random_factors`: orthonormalised Gaussian matrices generated from an
   integer seed, so a subspace is stored as one integer and regenerated on demand. The
   Gaussians come from a counter-based generator written in integer tensor ops
-  (splitmix64 of the element index), so the same seed gives the same factors on any
-  device (CPU and CUDA agree up to the rounding of log/cos/QR) and any row of a
-  factor can be produced without the others' random numbers;
+  (splitmix64 of the element index; :func:`keyed_normal` draws a batch's from keys on
+  the device), orthonormalised by Cholesky QR (:func:`orthonormalize`: matmuls, no QR
+  kernel), so the same seed gives the same factors on any device (CPU and CUDA agree
+  up to the rounding of log/cos and the matmuls) and any row of a factor can be
+  produced without the others' random numbers;
 * :func:`svd_factors`: the leading left singular vectors of each mode unfolding of
   a gradient (the SVD for a matrix, the HOSVD for d > 2).
+
+:func:`project_stack` and :func:`back_stack` project and map back a stack of same-shape
+matrices with their stacked factors, by batched matmuls (RS-SNGD's step, ``rsngd.batches``).
 """
 
 from __future__ import annotations
@@ -38,14 +43,16 @@ __all__ = [
     "clamp_ranks",
     "core_shape",
     "counter_normal",
+    "factor_key",
+    "keyed_normal",
     "mix_seed",
     "mode_product",
+    "orthonormalize",
     "project",
     "project_back",
     "project_back_local",
     "project_local",
     "random_factors",
-    "random_factors_many",
     "slice_factors",
     "svd_factors",
 ]
@@ -103,15 +110,15 @@ def _signed(c: int) -> int:
 
 def _shr(x: Tensor, k: int) -> Tensor:
     """Logical right shift of int64 bits (torch's ``>>`` is arithmetic)."""
-    return (x >> k) & ((1 << (64 - k)) - 1)
+    return (x >> k).bitwise_and_((1 << (64 - k)) - 1)
 
 
 def _splitmix(x: Tensor) -> Tensor:
-    """splitmix64 on int64 tensors (multiplication wraps modulo 2⁶⁴ on every device)."""
-    x = x + _signed(_GOLDEN)
-    x = (x ^ _shr(x, 30)) * _signed(_M1)
-    x = (x ^ _shr(x, 27)) * _signed(_M2)
-    return x ^ _shr(x, 31)
+    """splitmix64 on int64 tensors, in place on ``x`` (multiplication wraps modulo 2⁶⁴ on every device)."""
+    x.add_(_signed(_GOLDEN))
+    x.bitwise_xor_(_shr(x, 30)).mul_(_signed(_M1))
+    x.bitwise_xor_(_shr(x, 27)).mul_(_signed(_M2))
+    return x.bitwise_xor_(_shr(x, 31))
 
 
 def counter_normal(
@@ -131,13 +138,59 @@ def counter_normal(
 
 def _box_muller(bits: Tensor, dtype: torch.dtype) -> Tensor:
     """Two standard normals per 64-bit word (its halves as uniforms in (0, 1)), interleaved, computed in
-    ``dtype`` (float32 halves the cost; float64 keeps all 32 bits of each uniform)."""
+    ``dtype`` (float32 halves the cost; float64 keeps all 32 bits of each uniform). ``bits`` is used up: the
+    work is done in place, a few bytes an entry."""
     scale = 2.0**-32
-    u1 = (_shr(bits, 32).to(dtype) + 0.5) * scale
-    u2 = ((bits & 0xFFFFFFFF).to(dtype) + 0.5) * scale
-    radius = torch.sqrt(-2.0 * torch.log(u1))
-    angle = (2 * torch.pi) * u2
-    return torch.stack([radius * torch.cos(angle), radius * torch.sin(angle)], dim=1).reshape(-1)
+    radius = _shr(bits, 32).to(dtype).add_(0.5).mul_(scale).log_().mul_(-2.0).sqrt_()
+    angle = bits.bitwise_and_(0xFFFFFFFF).to(dtype).add_(0.5).mul_(scale).mul_(2 * torch.pi)
+    del bits
+    pairs = torch.empty(*angle.shape, 2, dtype=dtype, device=angle.device)
+    torch.mul(radius, torch.cos(angle), out=pairs[..., 0])
+    torch.mul(radius, angle.sin_(), out=pairs[..., 1])
+    return pairs.view(*angle.shape[:-1], -1)
+
+
+def orthonormalize(z: Tensor, passes: int = 2) -> Tensor:
+    """The Q of ``z = QR`` (one matrix or a batch, columns ≤ rows) with R's diagonal positive: the Q a Householder QR
+    gives once its signs are fixed, computed by Cholesky QR (``zᵀz = LLᵀ``, ``Q = z L⁻ᵀ``) ``passes`` times (the
+    second on the first's Q), in ``z``'s dtype with each small r × r Cholesky in float64.
+
+    Plain matmuls and a triangular solve, no QR kernel and no host synchronisation (a failed factorisation is not
+    raised; a tiny shift keeps a nearly singular Gram matrix positive definite). For a Gaussian n × r with
+    r ≤ n / 2 the condition number is about 6 at most: one pass leaves Q orthonormal to about 40 × the dtype's
+    rounding (enough for factors then rounded to bfloat16), the second to its rounding."""
+    q = z
+    for _ in range(passes):
+        gram = (q.mT @ q).to(torch.float64)
+        torch.diagonal(gram, dim1=-2, dim2=-1).add_(1e-13 * q.shape[-2])  # the columns' squared norms are ~rows
+        chol, _ = torch.linalg.cholesky_ex(gram)
+        q = torch.linalg.solve_triangular(chol.to(q.dtype), q.mT, upper=False).mT  # z L⁻ᵀ, rows contiguous
+    return q
+
+
+def factor_key(seed: int, mode: int) -> int:
+    """The counter key of mode ``mode``'s factor of a subspace with ``seed`` (as :func:`counter_normal` keys it)."""
+    return _signed(mix_seed(mix_seed(seed, mode)) & ((1 << 63) - 1))
+
+
+def keyed_normal(sizes: Sequence[tuple[int, int]], keys: Tensor, dtype: torch.dtype) -> list[Tensor]:
+    """Standard normals for a batch of B tensors' factors drawn at once: for each (n, r) of ``sizes`` (one per mode
+    drawn) a (B, n, r) matrix, tensor b's from the int64 key ``keys[b, mode]`` (:func:`factor_key`). The same numbers
+    as :func:`counter_normal` draws for that key; all modes share one counter array, so a batch costs one splitmix and
+    one Box–Muller whatever its number of modes, from keys already on the device."""
+    pairs = [(n * r + 1) // 2 for n, r in sizes]
+    index = torch.arange(sum(pairs), dtype=torch.int64, device=keys.device)
+    counters, key = index, keys[:, :1].expand(-1, len(index))
+    for mode in range(1, len(sizes)):  # counters restart at 0 for each mode, with that mode's key
+        later = index >= sum(pairs[:mode])
+        counters = counters - later.to(torch.int64) * pairs[mode - 1]
+        key = torch.where(later, keys[:, mode : mode + 1], key)
+    z = _box_muller(_splitmix(key.bitwise_xor(counters)), dtype)
+    out, offset = [], 0
+    for (n, r), count in zip(sizes, pairs):
+        out.append(z[:, 2 * offset : 2 * offset + n * r].view(keys.shape[0], n, r))
+        offset += count
+    return out
 
 
 def random_factors(
@@ -149,87 +202,21 @@ def random_factors(
 ) -> Factors:
     """Orthonormal random factors, one per mode, regenerated exactly from ``seed``.
 
-    Mode i's factor is the Q of the Householder QR factorisation (in ``dtype``, float32 at least; R with a
-    positive diagonal, so Q is unique and Haar-distributed) of :func:`counter_normal` with seed
+    Mode i's factor is the Q of the QR factorisation with R's diagonal positive (so Q is unique and
+    Haar-distributed; :func:`orthonormalize`, in ``dtype``, float32 at least) of :func:`counter_normal` with seed
     ``mix_seed(seed, i)``. Modes with ``rank >= size`` get ``None`` (identity). The same seed, shapes and dtype
     give the same factors on every device, up to rounding.
     """
     device = torch.device(device) if device is not None else torch.device("cpu")
+    work = torch.promote_types(dtype, torch.float32)
     factors: Factors = []
     for mode, (n, r) in enumerate(zip(shape, ranks)):
         if r >= n:
             factors.append(None)
             continue
-        work = torch.promote_types(dtype, torch.float32)
-        q, rr = torch.linalg.qr(counter_normal(n, r, mix_seed(seed, mode), device=device, dtype=work))
-        d = torch.diagonal(rr)
-        q = q * torch.where(d < 0, -1.0, 1.0).to(q.dtype)  # positive diagonal of R: Q is unique
-        factors.append(q.to(dtype))
+        key = torch.full((1, 1), factor_key(seed, mode), dtype=torch.int64, device=device)
+        factors.append(orthonormalize(keyed_normal([(n, r)], key, work)[0])[0].to(dtype))
     return factors
-
-
-def random_factors_many(
-    specs: Sequence[tuple[Sequence[int], Sequence[int], int]],
-    device: torch.device | str | None = None,
-    dtype: torch.dtype = torch.float32,
-) -> list[Factors]:
-    """:func:`random_factors` for many (shape, ranks, seed) at once, with the same result: counter-based draws
-    shared by many matrices (up to :data:`CHUNK_PAIRS` counters each) and one batched QR per factor shape. The
-    per-tensor cost of a step that regenerates its factors is then a few kernel launches for many small
-    tensors, while large factors are not drawn into one huge, cache-unfriendly buffer."""
-    device = torch.device(device) if device is not None else torch.device("cpu")
-    work = torch.promote_types(dtype, torch.float32)
-    out: list[Factors] = [[None] * len(shape) for shape, _, _ in specs]
-    chunk: list[tuple[int, int, int, int, int]] = []  # (spec index, mode, n, r, key)
-    size = 0
-    for i, (shape, ranks, seed) in enumerate(specs):
-        for mode, (n, r) in enumerate(zip(shape, ranks)):
-            if r >= n:
-                continue
-            chunk.append((i, mode, n, r, _signed(mix_seed(mix_seed(seed, mode)) & ((1 << 63) - 1))))
-            size += (n * r + 1) // 2
-            if size >= CHUNK_PAIRS:
-                _draw(chunk, out, device, work, dtype)
-                chunk, size = [], 0
-    if chunk:
-        _draw(chunk, out, device, work, dtype)
-    return out
-
-
-CHUNK_PAIRS = 1 << 18
-"""Counters per shared draw of :func:`random_factors_many` (2 MiB of int64)."""
-
-
-def _draw(
-    items: list[tuple[int, int, int, int, int]],
-    out: list[Factors],
-    device: torch.device,
-    work: torch.dtype,
-    dtype: torch.dtype,
-) -> None:
-    """Orthonormal factors of ``items`` (spec index, mode, n, r, key) into ``out``: one draw, QR per shape."""
-    pairs = [(n * r + 1) // 2 for _, _, n, r, _ in items]
-    total = sum(pairs)
-    keys = torch.tensor([k for *_, k in items], dtype=torch.int64)
-    starts = torch.tensor([0, *pairs[:-1]], dtype=torch.int64).cumsum(0)
-    counts = torch.tensor(pairs, dtype=torch.int64)
-    if device.type == "cuda":  # small host tables, copied without waiting for the device
-        keys, starts, counts = (t.pin_memory().to(device, non_blocking=True) for t in (keys, starts, counts))
-    counter = torch.arange(total, dtype=torch.int64, device=device)
-    counter = counter - torch.repeat_interleave(starts, counts, output_size=total)
-    bits = _splitmix(counter ^ torch.repeat_interleave(keys, counts, output_size=total))
-    z = _box_muller(bits, work)
-    offset = 0
-    by_shape: dict[tuple[int, int], list[tuple[int, int, Tensor]]] = {}
-    for (i, mode, n, r, _), count in zip(items, pairs):
-        by_shape.setdefault((n, r), []).append((i, mode, z[2 * offset : 2 * offset + n * r].view(n, r)))
-        offset += count
-    for members in by_shape.values():
-        q, rr = torch.linalg.qr(torch.stack([g for _, _, g in members]))
-        d = torch.diagonal(rr, dim1=-2, dim2=-1)
-        q = q * torch.where(d < 0, -1.0, 1.0).to(q.dtype)[:, None, :]
-        for (i, mode, _), qi in zip(members, q):
-            out[i][mode] = qi.to(dtype)
 
 
 def slice_factors(factors: Factors, offsets: Sequence[int], local_shape: Sequence[int]) -> Factors:
@@ -328,3 +315,26 @@ def project_back_local(core: Tensor, factors: Factors, offsets: Sequence[int], l
         if u is not None:
             x = mode_product(x, u.to(x.dtype), mode)
     return x
+
+
+def project_stack(x: Tensor, factors: Factors) -> Tensor:
+    """Cores of a stack of matrices: ``x`` (B, m, n) and each mode's factors stacked, (B, m, r1) and (B, n, r2), or
+    None for a mode kept whole; returns (B, r1, r2), ``U1ᵀ X U2`` for each matrix, by batched matmuls."""
+    u1, u2 = factors
+    y = x if u1 is None else torch.bmm(u1.mT, x)
+    return y if u2 is None else torch.bmm(y, u2)
+
+
+def back_stack(
+    core: Tensor, factors: Factors, out: Tensor | None = None, alpha: float = 1.0, beta: float = 1.0
+) -> Tensor:
+    """``beta · out + alpha · U1 C U2ᵀ`` for a stack of cores (B, r1, r2) and stacked factors (as
+    :func:`project_stack`), written into ``out`` (B, m, n) when given (one fused batched matmul), else new."""
+    u1, u2 = factors
+    left = core if u1 is None else torch.bmm(u1, core)
+    if out is None:
+        back = left if u2 is None else torch.bmm(left, u2.mT)
+        return back * alpha if alpha != 1.0 else back
+    if u2 is None:
+        return out.mul_(beta).add_(left, alpha=alpha)
+    return out.baddbmm_(left, u2.mT, beta=beta, alpha=alpha)

@@ -81,9 +81,21 @@ class Settings:
     not on the device, the world size or how the tensor is sharded."""
 
     cache_factors: bool = False
-    """Keep this rank's rows of the factors between renewals (faster steps; the memory is reported by
-    :meth:`factor_cache_bytes`) instead of regenerating them from the seed on every step (the default: no factor
-    memory)."""
+    """Keep this rank's rows of the factors between renewals, in the matmul dtype (no drawing on a step that renews
+    nothing; the memory is reported by :meth:`factor_cache_bytes`) instead of drawing them again from the seed on
+    every step (the default: no factor memory)."""
+
+    precision: str = "auto"
+    """The dtype of the step's matmuls (projections, back-projections, Newton–Schulz): ``"auto"`` is bfloat16 on an
+    accelerator (as ``torch.optim.Muon``'s Newton–Schulz) and float32 on the CPU; ``"float32"`` is float32 everywhere;
+    ``"bfloat16"`` is bfloat16 everywhere. Float64 parameters keep float64 unless ``"bfloat16"`` is asked for. The
+    history, the s × s solve and the AdamW part are float32 (float64) whatever this is."""
+
+    batch_memory: int | None = None
+    """Bytes of temporaries one batch of the step may hold (tensors of one shape stacked: their residuals, the
+    Newton–Schulz work, their factors; the rows of the light AdamW state stepped at once): batches are cut to fit,
+    a tensor over it goes alone. ``None`` (the default): three times what the group's largest tensor needs, at
+    least 256 MiB (``rsngd.budget``), so the step's temporaries grow with the largest matrix, not the model."""
 
     stagger_renewals: bool = True
     """Spread the tensors' renewals over the ``update_gap`` steps (a phase per tensor) instead of renewing every

@@ -5,8 +5,9 @@ each step (no factor memory) or cached between renewals (``cache_factors``). The
 a key of the tensor (from its name when the optimizer knows it, so the subspaces do not depend on wrappers, the
 world size or how the tensor is sharded; else its position) and the renewal count.
 
-:class:`Subspaces` is the strategy object :class:`rsngd.RSNGD` holds for this; ``rsngd.ablations`` overrides it
-for factors that are not drawn from a seed (``projection="svd"``).
+:class:`Subspaces` is the strategy object :class:`rsngd.RSNGD` holds for this. Factors that are not drawn from a
+seed come from the ``factors`` strategy of the group's ``projection`` (``rsngd.strategies``; ``rsngd.ablations``
+registers ``"svd"``), which this class then asks for them.
 """
 
 from __future__ import annotations
@@ -17,8 +18,17 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
-from .projection import Factors, clamp_ranks, mix_seed, random_factors, random_factors_many, slice_factors
-from .sharding import Layout, local
+from . import strategies
+from .projection import (
+    Factors,
+    clamp_ranks,
+    factor_key,
+    keyed_normal,
+    mix_seed,
+    orthonormalize,
+    random_factors,
+)
+from .sharding import Layout
 from .woodbury import compute_dtype
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -34,12 +44,13 @@ class Subspaces:
         self.opt = opt
         self.keys: dict[Tensor, int] | None = None  # seed key per parameter, built at the first step
         self.cache: dict[Tensor, tuple[int, Factors]] = {}  # cache_factors: (seed, this rank's factor rows)
-        self.drawn: dict[tuple[Tensor, int], Factors] = {}  # factors drawn ahead for the current step
+        self.device_keys: dict[Tensor, tuple[int, Tensor]] = {}  # (seed, each mode's counter key on the device)
 
     def reset(self) -> None:
         """Forget the keys and the cache (new parameter groups, or a loaded state)."""
         self.keys = None
         self.cache.clear()
+        self.device_keys.clear()
 
     def seed_key(self, p: Tensor) -> int:
         """A stable number for ``p``: from its name when the optimizer knows it, else its place in the groups."""
@@ -66,71 +77,89 @@ class Subspaces:
         return step > 0 and (step + phase) % gap == 0 and self.opt.state[p]["basis_step"] != step
 
     def seeded(self, group: dict[str, Any]) -> bool:
-        """Whether the group's factors are drawn from a seed (so they can be drawn ahead, cached, regenerated)."""
-        return True
+        """Whether the group's factors are drawn from a seed (so they can be cached and regenerated): the
+        ``factors`` strategy of its ``projection`` is this class's own."""
+        return strategies.factors(group) is None
 
-    def new(self, p: Tensor, group: dict[str, Any], grad: Tensor, ranks: list[int], renewal: int) -> Factors:
-        """Whole factors of a new subspace; its seed goes to the state."""
-        state = self.opt.state[p]
-        state["seed"] = mix_seed(group["seed"], self.seed_key(p), renewal)
-        return self._random(p, ranks, state["seed"], grad.device, grad.dtype)
+    def new(self, p: Tensor, group: dict[str, Any], grad: Tensor, ranks: list[int], renewal: int) -> None:
+        """A new subspace for ``p``: its seed in the state (another ``factors`` strategy makes its own)."""
+        source = strategies.factors(group)
+        if source is not None:
+            source.new(self.opt, p, group, grad, ranks, renewal)
+            return
+        self.opt.state[p]["seed"] = mix_seed(group["seed"], self.seed_key(p), renewal)
 
     def full(self, p: Tensor, group: dict[str, Any], state: dict[str, Any], device: torch.device) -> Factors:
-        """The current whole factors, regenerated from the seed."""
+        """The current whole factors in ``p``'s compute dtype, regenerated from the seed."""
+        source = strategies.factors(group)
+        if source is not None:
+            return source.full(self.opt, p, group, state, device)
         ranks = clamp_ranks(p.shape, group["rank"])
-        return self._random(p, ranks, state["seed"], device, compute_dtype(p.dtype))
+        return random_factors(p.shape, ranks, state["seed"], device=device, dtype=compute_dtype(p.dtype))
 
-    def _random(self, p: Tensor, ranks: list[int], seed: int, device: torch.device, dtype: torch.dtype) -> Factors:
-        """Random factors of ``p`` for ``seed``: drawn in advance for the step (:meth:`draw_ahead`) or now."""
-        ready = self.drawn.pop((p, seed), None)
-        if ready is not None:
-            return ready
-        return random_factors(p.shape, ranks, seed, device=device, dtype=dtype)
+    def stack(self, ps: list[Tensor], group: dict[str, Any], lay: Layout, device: torch.device, dtype) -> Factors:
+        """This rank's rows of the current factors of ``ps`` (tensors of one shape and layout), each mode's stacked
+        (B, rows, rank) in ``dtype``, or None for a mode kept whole: from the cache, or drawn for all at once from
+        counter keys kept on the device (no QR, no host→device copy unless a seed changed)."""
+        source = strategies.factors(group)
+        if source is not None:
+            return source.stack(self.opt, ps, group, lay, device, dtype)
+        ranks = clamp_ranks(ps[0].shape, group["rank"])
+        keep = group["cache_factors"]
+        missing = [p for p in ps if not (keep and self._cached(p))]
+        if missing:
+            drawn = self._draw(missing, ranks, lay, device, dtype)
+            if not keep:
+                return drawn
+            for i, p in enumerate(missing):
+                self.cache[p] = (self.opt.state[p]["seed"], [None if f is None else f[i].clone() for f in drawn])
+        parts = [self.cache[p][1] for p in ps]
+        return [None if parts[0][m] is None else torch.stack([f[m] for f in parts]) for m in range(len(ranks))]
 
-    def draw_ahead(self, work: list[tuple[dict[str, Any], Tensor]]) -> None:
-        """Every random factor this step will build (current subspaces not cached, renewals, first steps),
-        drawn together: one counter draw and one batched QR per shape (``random_factors_many``)."""
-        wanted: dict[tuple[torch.device, torch.dtype], list[tuple[Tensor, list[int], int]]] = {}
-        for group, p in work:
-            if group["rank"] is None or p.dim() < 2 or not self.seeded(group):
-                continue
-            state, ranks = self.opt.state[p], clamp_ranks(p.shape, group["rank"])
-            seeds = []
-            if "hist" not in state:
-                seeds.append(mix_seed(group["seed"], self.seed_key(p), 0))
-            elif self.renews(p, group, state["step"]):
-                seeds += [state["seed"], mix_seed(group["seed"], self.seed_key(p), state["renewals"] + 1)]
-            elif not (p in self.cache and self.cache[p][0] == state["seed"]):
-                seeds.append(state["seed"])
-            where = (local(p.grad).device, compute_dtype(p.dtype))
-            wanted.setdefault(where, []).extend((p, ranks, seed) for seed in seeds)
-        for (device, dtype), items in wanted.items():
-            drawn = random_factors_many([(q.shape, r, seed) for q, r, seed in items], device, dtype)
-            for (q, _, seed), factors in zip(items, drawn):
-                self.drawn[(q, seed)] = factors
+    def _cached(self, p: Tensor) -> bool:
+        hit = self.cache.get(p)
+        return hit is not None and hit[0] == self.opt.state[p]["seed"]
 
-    def keep(self, p: Tensor, group: dict[str, Any], full: Factors, lay: Layout) -> Factors:
-        """This rank's rows of the factors, cached until the next renewal if the group asks for it."""
-        factors = slice_factors(full, lay.offsets, lay.local_shape)
-        if group["cache_factors"] and self.seeded(group):
-            # Clone the slices: a view would keep the whole factor alive.
-            kept = [None if u is None else u.clone() for u in factors]
-            self.cache[p] = (self.opt.state[p]["seed"], kept)
-            return kept
-        self.cache.pop(p, None)
-        return factors
+    def _draw(self, ps: list[Tensor], ranks: list[int], lay: Layout, device: torch.device, dtype) -> Factors:
+        """Every mode's factors of ``ps`` drawn as one batch, orthonormalised by matmuls (twice, or once for factors
+        rounded to a narrower dtype after), sliced to this rank."""
+        modes = [m for m, (n, r) in enumerate(zip(ps[0].shape, ranks)) if r < n]
+        out: Factors = [None] * len(ranks)
+        if not modes:
+            return out
+        keys = torch.stack([self._device_key(p, device) for p in ps])[:, modes]
+        work = compute_dtype(ps[0].dtype)
+        passes = 1 if torch.finfo(dtype).eps > torch.finfo(work).eps else 2
+        normals = keyed_normal([(ps[0].shape[m], ranks[m]) for m in modes], keys, work)
+        for mode, z in zip(modes, normals):
+            q = orthonormalize(z, passes)
+            out[mode] = q.narrow(1, lay.offsets[mode], lay.local_shape[mode]).to(dtype)
+        return out
 
-    def current(self, p: Tensor, group: dict[str, Any], lay: Layout, device: torch.device) -> Factors:
-        """This rank's rows of the current factors: cached, or regenerated."""
-        state = self.opt.state[p]
-        cached = self.cache.get(p)
-        if cached is not None and cached[0] == state.get("seed"):
-            return cached[1]
-        return self.keep(p, group, self.full(p, group, state, device), lay)
+    def _device_key(self, p: Tensor, device: torch.device) -> Tensor:
+        """Each mode's counter key of ``p``'s current seed, on the device (made by fills when the seed changes)."""
+        seed = self.opt.state[p]["seed"]
+        known = self.device_keys.get(p)
+        if known is None or known[0] != seed or known[1].device != device:
+            keys = [torch.full((), factor_key(seed, m), dtype=torch.int64, device=device) for m in range(p.dim())]
+            known = (seed, torch.stack(keys))
+            self.device_keys[p] = known
+        return known[1]
 
-    def cache_bytes(self) -> int:
-        """Bytes of the cached factors (``cache_factors=True``)."""
-        return sum(u.numel() * u.element_size() for _, fs in self.cache.values() for u in fs if u is not None)
+    def local(self, p: Tensor, group: dict[str, Any], lay: Layout, device: torch.device, dtype) -> Factors:
+        """This rank's rows of ``p``'s current factors (cached, or drawn), in ``dtype``."""
+        return [None if f is None else f[0] for f in self.stack([p], group, lay, device, dtype)]
+
+    def cache_bytes(self, params: Any = None) -> int:
+        """Bytes of the cached factors (``cache_factors=True``), of ``params`` only if given."""
+        wanted = None if params is None else {id(p) for p in params}
+        return sum(
+            u.numel() * u.element_size()
+            for p, (_, fs) in self.cache.items()
+            if wanted is None or id(p) in wanted
+            for u in fs
+            if u is not None
+        )
 
 
 _WRAPPERS = ("_orig_mod.", "_fsdp_wrapped_module.", "_checkpoint_wrapped_module.")

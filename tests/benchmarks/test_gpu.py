@@ -61,7 +61,7 @@ def test_dry_run_runs_every_part_and_writes_its_json(dry_run):
         assert all(math.isfinite(v) for v in rs["losses"]) and rs["opt_step_median_s"] > 0
 
     lm = read(dry_run, "lm")
-    assert [r["optimizer"] for r in lm["runs"]] == ["adamw", "muon", "rsngd"]
+    assert [r["optimizer"] for r in lm["runs"]] == ["adamw", "muon", "rsngd", "rsngd-momentum"]
     assert len({r["steps"] for r in lm["runs"]}) == 1  # every optimizer the same tokens
     assert all(math.isfinite(r["final_val_loss"]) for r in lm["runs"])
 
@@ -248,3 +248,22 @@ def test_a_later_run_fills_skipped_memory_rows_and_replaces_whole_parts(dry_run,
     (later / "summary.json").write_text(json.dumps(summary))
     with pytest.raises(SystemExit, match="ran on another GPU"):
         gpu_report.merge(later, device)
+
+
+def test_the_lm_table_compares_at_equal_tokens_and_at_equal_training_time():
+    """Loss at equal wall-clock: each run's validation loss after the fastest run's training time, linear between
+    its evaluations (evaluation time left out)."""
+    fast = {"optimizer": "a", "fwd_bwd_curve_s": [0.5] * 4, "optimizer_step_curve_s": [0.5] * 4}
+    slow = {"optimizer": "b", "fwd_bwd_curve_s": [1.0] * 4, "optimizer_step_curve_s": [1.0] * 4}
+    fast["val_curve"], slow["val_curve"] = [(2, 3.0), (4, 2.0)], [(2, 2.5), (4, 1.5)]
+    assert gpu_report.train_seconds(fast) == [1.0, 2.0, 3.0, 4.0]
+    assert gpu_report.loss_at(slow, 4.0) == 2.5 and gpu_report.loss_at(slow, 6.0) == 2.0
+    assert gpu_report.loss_at(slow, 1.0) is None  # before its first evaluation
+    for run in (fast, slow):
+        run.update(final_val_loss=run["val_curve"][-1][1], optimizer_state_bytes=1, peak_memory_bytes=1, tokens_per_s=1)
+    data = {
+        "protocol": {"data": "d", "steps": 4, "batch": 1, "seq": 1, "seed": 0, "settings": "s"},
+        "runs": [fast, slow],
+    }
+    table = "\n".join(gpu_report.lm_table(data, None))
+    assert "| a | 2.000 | 4.0 | 2.000 (4.0 s) |" in table and "| b | 1.500 | 8.0 | 2.500 (4.0 s) |" in table

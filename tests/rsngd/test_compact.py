@@ -120,18 +120,19 @@ def test_light_adamw_matches_its_float64_reference(gen):
     assert optimizer_state_bytes(opt) < 0.15 * adamw_bytes
 
 
-def test_light_adamw_in_chunks_of_rows_equals_the_whole_matrix(gen, monkeypatch):
-    """The light state steps a large matrix a few rows at a time (small transients): with chunks of 5 rows of a
-    64-row matrix (the last one shorter) the parameters and the states equal those of one chunk."""
-    import rsngd.adamw as opt_module
+def test_light_adamw_in_chunks_of_rows_equals_the_whole_matrix(gen):
+    """The light state steps a large matrix a few rows at a time (its transients within ``batch_memory``): with
+    chunks of 5 rows of a 64-row matrix (the last one shorter) the parameters and the states equal those of one
+    chunk."""
+    from rsngd.adamw import LIGHT_BYTES
 
     start = torch.randn(64, 300, generator=gen, dtype=torch.float64)
     grads = [torch.randn(64, 300, generator=gen, dtype=torch.float64) for _ in range(4)]
     results = []
     for chunk in (1 << 30, 5 * 300):
-        monkeypatch.setattr(opt_module, "LIGHT_CHUNK", chunk)
         W = torch.nn.Parameter(start.clone())
-        opt = RSNGD([{"params": [W], "rank": None, "adamw_state": "light"}], lr=0.01, weight_decay=0.1)
+        group = {"params": [W], "rank": None, "adamw_state": "light", "batch_memory": chunk * LIGHT_BYTES}
+        opt = RSNGD([group], lr=0.01, weight_decay=0.1)
         for g in grads:
             W.grad = g.clone()
             opt.step()

@@ -55,3 +55,23 @@ def test_lowrank_momentum_keeps_the_momentum_projected_on_its_tracked_directions
     full_coef = torch.randn(8, 8, generator=gen, dtype=torch.float64)
     _, b, c = lowrank_momentum(r, full_basis, full_coef, beta)
     torch.testing.assert_close(b @ c.T, (1 - beta) * r)
+
+
+def test_gram_iterations_equal_the_plain_ones_in_float64():
+    """The Gram form (iterating on the small Gram matrix) is the same polynomial: equal to the plain form in float64
+    for a long matrix; ``orthogonalize_stack`` takes it for long float32/float64 matrices only."""
+    from rsngd import orthogonal
+
+    gen = torch.Generator().manual_seed(4)
+    x = torch.randn(3, 20, 70, generator=gen, dtype=torch.float64)
+    y = x / torch.linalg.matrix_norm(x, keepdim=True)
+    plain = y.clone()
+    a, b, c = orthogonal.NS_COEFFICIENTS
+    for _ in range(5):
+        gram = plain @ plain.mT
+        plain = a * plain + (b * gram + c * gram @ gram) @ plain
+    torch.testing.assert_close(orthogonal.gram_iterations(y, 5), plain, rtol=1e-10, atol=1e-12)
+    assert orthogonal.uses_gram((20, 70), torch.float32) and orthogonal.uses_gram((70, 20), torch.float64)
+    assert not orthogonal.uses_gram((20, 70), torch.bfloat16) and not orthogonal.uses_gram((20, 30), torch.float32)
+    tall = orthogonal.orthogonalize_stack(x.mT.contiguous(), eps=0.0)
+    torch.testing.assert_close(tall, plain.mT, rtol=1e-9, atol=1e-11)

@@ -170,3 +170,48 @@ def test_shards_projections_sum_to_the_whole(shape, rank):
             rows.append(project_back_local(core, f, offsets, local_shape))
         torch.testing.assert_close(total, core, atol=1e-12, rtol=0)
         torch.testing.assert_close(torch.cat(rows), back, atol=1e-12, rtol=0)
+
+
+# ------------------------------------------------------------- the step's drawing: matmuls only, keys on the device
+def test_orthonormalize_is_the_householder_q_with_a_positive_diagonal(gen):
+    """Cholesky QR gives the Q of Householder's QR once R's diagonal is made positive (float64, to rounding); in
+    float32 one pass leaves Q orthonormal to about 1e-6, two passes to the dtype's rounding."""
+    from rsngd.projection import orthonormalize
+
+    z = torch.randn(3, 50, 12, generator=gen, dtype=torch.float64)
+    q, r = torch.linalg.qr(z)
+    q = q * torch.sign(torch.diagonal(r, dim1=-2, dim2=-1))[:, None, :]
+    torch.testing.assert_close(orthonormalize(z), q, atol=1e-11, rtol=0)
+    eye = torch.eye(12)
+    for passes, tol in ((1, 1e-5), (2, 1e-6)):
+        got = orthonormalize(z.float(), passes)
+        assert (got.mT @ got - eye).abs().max() < tol
+
+
+def test_keyed_normal_draws_counter_normal_for_a_batch_of_tensors_and_modes():
+    """One draw for B tensors and all their modes gives, for each, exactly the numbers of its own counter draw."""
+    from rsngd.projection import counter_normal, factor_key, keyed_normal
+
+    seeds = [3, 11, 12]
+    sizes = [(7, 3), (5, 2), (9, 4)]
+    keys = torch.tensor([[factor_key(s, m) for m in range(3)] for s in seeds])
+    drawn = keyed_normal(sizes, keys, torch.float64)
+    for mode, ((n, r), z) in enumerate(zip(sizes, drawn)):
+        assert z.shape == (3, n, r)
+        for b, seed in enumerate(seeds):
+            assert torch.equal(z[b], counter_normal(n, r, mix_seed(seed, mode)))
+
+
+def test_stacked_projections_equal_the_one_matrix_ones(gen):
+    from rsngd.projection import back_stack, project_stack
+
+    g = torch.randn(4, 12, 9, generator=gen, dtype=torch.float64)
+    factors = [random_factors((12, 9), (3, 9), seed=s, dtype=torch.float64) for s in range(4)]
+    stacked = [torch.stack([f[0] for f in factors]), None]
+    cores = project_stack(g, stacked)
+    for i in range(4):
+        torch.testing.assert_close(cores[i], project(g[i], factors[i]))
+    out = g.clone()
+    back_stack(cores, stacked, out=out, alpha=-1.0)  # the residuals, in place
+    for i in range(4):
+        torch.testing.assert_close(out[i], g[i] - project_back(cores[i], factors[i]))

@@ -230,6 +230,7 @@ def _record(spec, preset: Preset, corpus: Corpus, seed: int, strategy: str, worl
         "train_curve": [round(v, 4) for v in c.train],
         "val_curve": [(s, round(v, 4)) for s, v in c.val],
         "optimizer_step_curve_s": [round(v, 5) for v in c.opt_s],
+        "fwd_bwd_curve_s": [round(v, 5) for v in c.fwd_bwd_s],
         "wall_s": c.wall,
         "device": torch.cuda.get_device_name(device) if cuda else _cpu_name(),
         "torch": torch.__version__,
