@@ -81,6 +81,7 @@ class Subspaces:
         ``factors`` strategy of its ``projection`` is this class's own."""
         return strategies.factors(group) is None
 
+    @torch.compiler.disable  # host integer arithmetic on 64-bit seeds: run eagerly under torch.compile
     def new(self, p: Tensor, group: dict[str, Any], grad: Tensor, ranks: list[int], renewal: int) -> None:
         """A new subspace for ``p``: its seed in the state (another ``factors`` strategy makes its own)."""
         source = strategies.factors(group)
@@ -89,6 +90,7 @@ class Subspaces:
             return
         self.opt.state[p]["seed"] = mix_seed(group["seed"], self.seed_key(p), renewal)
 
+    @torch.compiler.disable  # host integer arithmetic on 64-bit seeds: run eagerly under torch.compile
     def full(self, p: Tensor, group: dict[str, Any], state: dict[str, Any], device: torch.device) -> Factors:
         """The current whole factors in ``p``'s compute dtype, regenerated from the seed."""
         source = strategies.factors(group)
@@ -136,6 +138,7 @@ class Subspaces:
             out[mode] = q.narrow(1, lay.offsets[mode], lay.local_shape[mode]).to(dtype)
         return out
 
+    @torch.compiler.disable  # host integer arithmetic on 64-bit seeds: run eagerly under torch.compile
     def _device_key(self, p: Tensor, device: torch.device) -> Tensor:
         """Each mode's counter key of ``p``'s current seed, on the device (made by fills when the seed changes)."""
         seed = self.opt.state[p]["seed"]
