@@ -1,6 +1,8 @@
 """The two passes of the step (``rsngd.batches``), its budget (``rsngd.budget``), its precision and its strategies
 (``rsngd.strategies``)."""
 
+from typing import ClassVar
+
 import pytest
 import torch
 
@@ -101,7 +103,7 @@ def test_a_registered_strategy_is_taken_by_its_class(gen, monkeypatch):
     monkeypatch.setitem(strategies.REGISTRY.settings, "study", ("tests.Study", None, False))
 
     class Study(RSNGD):
-        extra_settings = {"study": 0}
+        extra_settings: ClassVar[dict] = {"study": 0}
 
     w = torch.nn.Parameter(torch.randn(12, 10, generator=gen, dtype=torch.float64))
     opt = Study([w], rank=2, residual="halved", residual_scale=1.0, lr=0.1)
@@ -109,5 +111,5 @@ def test_a_registered_strategy_is_taken_by_its_class(gen, monkeypatch):
     before = w.detach().clone()
     opt.step()
     assert not torch.equal(w, before)
-    with pytest.raises(ValueError, match="residual='halved' is a setting of tests.Study"):
+    with pytest.raises(ValueError, match=r"residual='halved' is a setting of tests\.Study"):
         RSNGD([w], rank=2, residual="halved")
