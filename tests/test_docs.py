@@ -32,7 +32,7 @@ def test_the_readme_is_a_front_page():
 
 def test_the_readme_optimizer_example_runs(tmp_path, monkeypatch):
     """The RS-SNGD example as printed, shortened to two steps of small batches, and its state what the comment
-    says: the default recipe keeps about a tenth of AdamW's state for that model."""
+    says: the default recipe (rsngd-momentum) keeps 14.3 % of AdamW's state for that model."""
     text = (ROOT / "README.md").read_text()
     code = text.split("## RS-SNGD", 1)[1].split("```python", 1)[1].split("```", 1)[0]
     assert "rsngd.create_optimizer(model.named_parameters())" in code  # the plain call: the recipe
@@ -43,5 +43,5 @@ def test_the_readme_optimizer_example_runs(tmp_path, monkeypatch):
     import rsngd
 
     adamw = 8 * sum(p.numel() for p in scope["model"].parameters())
-    assert rsngd.optimizer_state_bytes(scope["opt"]) < 0.12 * adamw
+    assert 0.13 * adamw < rsngd.optimizer_state_bytes(scope["opt"]) < 0.15 * adamw
     assert (tmp_path / "opt.pt").exists()

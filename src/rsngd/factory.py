@@ -7,8 +7,9 @@ The rule (:func:`split_parameters`): a trainable matrix (ndim ≥ 2) whose name 
 ``mlp``), BERT (``attention``, ``intermediate``, ``output.dense``), ``nn.TransformerEncoderLayer`` (``linear1``,
 ``linear2``) and modules named ``attn`` / ``mlp`` (Hiera, ViTs).
 
-:func:`create_optimizer` builds RS-SNGD from one of its named recipes (``rsngd.recipes``: ``rsngd``, the measured
-best and the default; ``rsngd-lite``; ``rsngd-subspace``), AdamW or one of the benchmark's low-rank baselines
+:func:`create_optimizer` builds RS-SNGD from one of its named recipes (``rsngd.recipes``: ``rsngd-momentum``, the
+default, for runs of thousands of steps; ``rsngd``, for short ones; ``rsngd-lite``; ``rsngd-subspace``), AdamW or one
+of the benchmark's low-rank baselines
 (GaLore, Fira, APOLLO, APOLLO-Mini, Adam-mini; they install with the ``bench`` extra) or Muon
 (``torch.optim.Muon`` on the projected matrices, AdamW on the rest: :class:`rsngd.muon.MuonWithAdamW`) from that
 split, so every method sees the same projected matrices and the same AdamW part.
@@ -102,8 +103,9 @@ def create_optimizer(
 ) -> torch.optim.Optimizer:
     """An optimizer ``name`` over (name, parameter) pairs, grouped by :func:`split_parameters`.
 
-    For RS-SNGD's recipes (``rsngd``, the default; ``rsngd-lite``; ``rsngd-subspace``) every argument left out
-    takes the recipe's value, so ``create_optimizer(model.named_parameters())`` is the measured best. ``lr`` is the
+    For RS-SNGD's recipes (``rsngd-momentum``, the default; ``rsngd``, for short runs; ``rsngd-lite``;
+    ``rsngd-subspace``) every argument left out takes the recipe's value, so
+    ``create_optimizer(model.named_parameters())`` is the recipe measured best for long runs. ``lr`` is the
     projected matrices' learning rate; ``adamw_lr`` that of the AdamW part (default: the recipe's, else ``lr``);
     ``weight_decay`` applies to matrices only. ``hp`` goes to the projected group: RS-SNGD's ``rank``,
     ``history``, ``seed``… (``adamw_state`` goes to the other matrices; a setting of ``rsngd.ablations`` builds

@@ -1,22 +1,23 @@
 """RS-SNGD's settings: the values every parameter group of an ``RSNGD`` takes unless it sets its own, one typed
-field each. The defaults are the ``rsngd`` recipe's (``rsngd.recipes``), written there only."""
+field each. The defaults are the ``rsngd`` recipe's (``rsngd.recipes.BASE``: the stateless step), written there
+only; ``create_optimizer``'s default recipe, ``rsngd-momentum``, adds the residual's momentum to them."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from .recipes import DEFAULT, RECIPES
+from .recipes import BASE, RECIPES
 
 __all__ = ["NAMES", "Settings"]
 
-_BEST = RECIPES[DEFAULT].projected
+_BEST = RECIPES[BASE].projected
 
 
 @dataclass(frozen=True)
 class Settings:
     """What ``RSNGD(params, **settings)`` and a parameter group may set."""
 
-    lr: float = RECIPES[DEFAULT].lr
+    lr: float = RECIPES[BASE].lr
     """Learning rate of the projected tensors (the ``rsngd`` recipe's)."""
 
     rank: int | float | tuple[int, ...] | None = _BEST["rank"]

@@ -66,21 +66,23 @@ def test_rsngd_from_the_factory_equals_hand_made_groups():
     assert [g["lr"] for g in made.param_groups] == [0.01, 0.02, 0.02]
 
 
-def test_the_plain_call_is_the_rsngd_recipe_and_rsngd_defaults_agree():
-    """create_optimizer(named) with no keyword gives the registry's rsngd recipe; RSNGD's own defaults are the
-    recipe's settings of the projected matrices."""
-    from rsngd.recipes import RECIPES
+def test_the_plain_call_is_the_long_run_recipe_and_rsngd_defaults_are_the_stateless_one():
+    """create_optimizer(named) with no keyword gives the registry's default recipe, rsngd-momentum (the runs users
+    make); RSNGD's own defaults are the rsngd recipe's settings of the projected matrices (the stateless step)."""
+    from rsngd.recipes import BASE, DEFAULT, RECIPES
 
-    recipe = RECIPES["rsngd"]
+    assert (DEFAULT, BASE) == ("rsngd-momentum", "rsngd")
+    recipe = RECIPES[DEFAULT]
     opt = rsngd.create_optimizer(Block().named_parameters())
     proj, other, flat = opt.param_groups
     assert proj["lr"] == recipe.lr and other["lr"] == flat["lr"] == recipe.adamw_lr
     for key, value in recipe.projected.items():
         assert proj[key] == value, key
+    assert proj["residual_momentum"] == 0.95
     assert other["adamw_state"] == "light" and flat["adamw_state"] == "full"
     bare = RSNGD([nn.Parameter(torch.randn(8, 8))]).param_groups[0]
-    assert bare["lr"] == recipe.lr
-    for key, value in recipe.projected.items():
+    assert bare["lr"] == RECIPES[BASE].lr and bare["residual_momentum"] == 0.0
+    for key, value in RECIPES[BASE].projected.items():
         assert bare[key] == value, key
     lite = rsngd.create_optimizer(Block().named_parameters(), "rsngd-lite").param_groups[0]
     assert (lite["rank"], lite["history"]) == (1 / 16, 8)
