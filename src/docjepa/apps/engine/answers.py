@@ -20,3 +20,23 @@ async def model_answer(proposer, cfg, db, page_id: int, body: ProposeIn | Refine
     page = await run_in_threadpool(store.load_page, db, page_id)
     prompts = body.prompts(page.height, page.width) if refine else None
     return await proposer.propose(page_id, page, body.question.strip(), prompts)
+
+
+async def recorded_answer(proposer, cfg, db, task_id: int, page_id: int, user_id: int, body, refine: bool) -> dict:
+    """:func:`model_answer`, recorded as a proposal of task ``task_id`` made for ``user_id``: the answer carries
+    its ``proposal_id``, which a save refers to (its provenance is read from the record, never from the client)."""
+    answer = await model_answer(proposer, cfg, db, page_id, body, refine)
+    clicks = len(body.points) if refine else 0
+    answer["proposal_id"] = await run_in_threadpool(
+        store.record_proposal,
+        db,
+        task_id,
+        user_id,
+        "refine" if refine else "propose",
+        answer["model_version"],
+        [c.pop("rle") for c in answer["candidates"]],
+        [c["score"] for c in answer["candidates"]],
+        answer["best"],
+        clicks,
+    )
+    return answer

@@ -328,6 +328,59 @@ def test_provenance_is_the_servers_and_outcomes_come_from_the_mask(tmp_path, doc
     db.dispose()
 
 
+def test_the_model_tool_on_a_saved_annotation_is_a_recorded_proposal(tmp_path, docs, tiny_proposer):
+    """Refining an annotation already saved (its author, or a reviewer) records the model's answer like any other
+    proposal; a change that saves its candidate as given is ``refined``, counted as such, and a proposal made for
+    someone else or another task is refused."""
+    from sqlalchemy import select
+
+    from docjepa.apps.engine import masks, stats
+    from docjepa.apps.engine.app import ServerConfig, create_app
+    from docjepa.apps.engine.tables import Proposal
+
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    db = make_engine(url, docs, pages=6)
+    app = create_app(ServerConfig(db=url), proposer=tiny_proposer)
+    ann, rev = client_for(app, "ann"), client_for(app, "rev")
+    saved = []
+    for _ in range(2):
+        task = ann.post("/api/tasks/next").json()
+        body = {"question": task["question"], "mask_png": mask_png(word_mask(task["page"], [0]))}
+        saved.append((task, ann.post(f"/api/tasks/{task['id']}/annotation", json=body).json()))
+    (task, a), (other_task, b) = saved
+    assert a["outcome"] == "drawn" and a["proposal_id"] is None
+    x0, y0, x1, y1 = task["page"]["words"][1]["box"]
+    click = {"question": task["question"], "points": [[(x0 + x1) / 2, (y0 + y1) / 2]], "labels": [1]}
+    again = ann.post(f"/api/annotations/{a['id']}/refine", json=click).json()
+    with db.read() as s:
+        p = s.get(Proposal, again["proposal_id"])
+        assert (p.task_id, p.kind, p.clicks, p.model_version) == (task["id"], "refine", 1, again["model_version"])
+    j = next(c["index"] for c in again["candidates"] if not c["empty"])
+    put = {"question": task["question"], "version": 1, "proposal_id": again["proposal_id"], "candidate": j}
+    refined = ann.put(f"/api/annotations/{a['id']}", json=put | {"mask_png": again["candidates"][j]["png"]}).json()
+    assert (refined["outcome"], refined["proposal_id"], refined["candidate"]) == ("refined", again["proposal_id"], j)
+    assert refined["clicks"] == 1 and refined["model_version"] == again["model_version"]
+    assert masks.decode(refined["mask"]).any()
+    assert stats.compute(db)["by_person"]["ann"]["refined_rate"] == 1 / 2
+    # A reviewer's Model tool on ann's annotation is the reviewer's proposal: ann cannot save with it, rev can.
+    theirs = rev.post(f"/api/annotations/{b['id']}/refine", json=click | {"question": other_task["question"]})
+    theirs = theirs.json()
+    k = next(c["index"] for c in theirs["candidates"] if not c["empty"])
+    fix = {"question": other_task["question"], "version": 1, "proposal_id": theirs["proposal_id"], "candidate": k}
+    fix["mask_png"] = theirs["candidates"][k]["png"]
+    refused = ann.put(f"/api/annotations/{b['id']}", json=fix)
+    assert refused.status_code == 422 and "not made for this task and this person" in refused.json()["detail"]
+    wrong_task = ann.put(f"/api/annotations/{b['id']}", json=fix | {"proposal_id": again["proposal_id"]})
+    assert wrong_task.status_code == 422
+    by_rev = rev.put(f"/api/annotations/{b['id']}", json=fix | {"reason": "the value, not its label"}).json()
+    rev_id = rev.get("/api/me").json()["id"]
+    assert (by_rev["outcome"], by_rev["edited_by"], by_rev["user_id"]) == ("refined", rev_id, b["user_id"])
+    with db.read() as s:
+        kinds = [(p.kind, p.user_id) for p in s.scalars(select(Proposal).order_by(Proposal.id))]
+    assert kinds == [("refine", b["user_id"]), ("refine", rev_id)]
+    db.dispose()
+
+
 def test_skip_hands_out_another_task_and_signing_out_gives_leases_back(engine, monkeypatch):
     from docjepa.apps.engine import store
     from docjepa.apps.engine.store import tasks

@@ -8,7 +8,7 @@ from fastapi import APIRouter, HTTPException, Response
 from starlette.concurrency import run_in_threadpool
 
 from .. import masks, store
-from ..answers import model_answer
+from ..answers import recorded_answer
 from ..dependencies import DB, Config, Id, Model, User
 from ..schemas import AnswerIn, AnswerUpdate, RefineIn
 
@@ -53,11 +53,10 @@ def update(annotation_id: Id, body: AnswerUpdate, who: User, db: DB) -> dict:
 @router.post("/annotations/{annotation_id}/refine")
 async def refine(annotation_id: Id, body: RefineIn, who: User, db: DB, cfg: Config, proposer: Model) -> dict:
     """The Model tool on an annotation already saved (one's own earlier answer, or one under review): the model
-    answers again from the person's clicks, box and current mask. Nothing is saved until the annotation is."""
+    answers again from the person's clicks, box and current mask, and the server records that answer as a proposal
+    of the annotation's task for the caller (``proposal_id``). Nothing is saved until the annotation is; a save
+    naming the proposal is counted by the same rule as any other (its candidate unchanged: ``refined``)."""
     a = await run_in_threadpool(get_annotation, annotation_id, who, db)
     if body.question.strip() != a["question"]:
         raise store.Invalid("the question of this annotation cannot be changed")
-    answer = await model_answer(proposer, cfg, db, a["page_id"], body, refine=True)
-    for c in answer["candidates"]:
-        c.pop("rle")
-    return answer
+    return await recorded_answer(proposer, cfg, db, a["task_id"], a["page_id"], who["id"], body, refine=True)

@@ -7,7 +7,7 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from .. import store
-from ..answers import model_answer
+from ..answers import recorded_answer
 from ..dependencies import DB, Admin, Config, Id, Model, User
 from ..schemas import NewTask, ProposeIn, RefineIn
 
@@ -52,22 +52,7 @@ async def _answer(task_id: int, body: ProposeIn, who, db, cfg, proposer, refine:
     task = await run_in_threadpool(store.task_for, db, task_id, who["id"])
     if task["question"] is not None and body.question.strip() != task["question"]:
         raise store.Invalid("the question of this task cannot be changed")
-    answer = await model_answer(proposer, cfg, db, task["page_id"], body, refine)
-    # The server keeps what the model answered: a save refers to it by id, and its provenance is read from here.
-    prompts = body.points if refine else []
-    answer["proposal_id"] = await run_in_threadpool(
-        store.record_proposal,
-        db,
-        task_id,
-        who["id"],
-        "refine" if refine else "propose",
-        answer["model_version"],
-        [c.pop("rle") for c in answer["candidates"]],
-        [c["score"] for c in answer["candidates"]],
-        answer["best"],
-        len(prompts),
-    )
-    return answer
+    return await recorded_answer(proposer, cfg, db, task_id, task["page_id"], who["id"], body, refine)
 
 
 @router.post("/{task_id}/propose")

@@ -14,7 +14,7 @@ from ..tables import Annotation, PageRow, Task, User, now
 from .accounts import rank
 from .audit import audit_change
 from .errors import Conflict, Forbidden, Invalid, NotFound
-from .proposals import outcome_after_change, provenance
+from .proposals import origin_of_change, provenance
 from .tasks import held_task
 
 MAX_EDITS = 2**31 - 1
@@ -218,9 +218,10 @@ def _jsonable(d: dict[str, Any]) -> dict[str, Any]:
 
 def update_annotation(db: Database, annotation_id: int, version: int, user: dict, answer: Answer) -> dict:
     """Change an annotation (its author, or a reviewer with a reason) from ``version``: a new mask or "not
-    answerable". The question and the proposal it came from stay; the seconds and edits are added to the ones
-    already spent; its outcome is decided again from the new mask (a candidate as proposed only while the mask is
-    that candidate's). A changed mask makes the changer its editor, and the annotation waits for review by someone
+    answerable". The question stays, and so does the proposal it came from unless the change names a newer one
+    (``proposal_id``: the Model tool on this annotation); the seconds and edits are added to the ones already
+    spent; its outcome is decided again from the new mask (a candidate as proposed only while the mask is that
+    candidate's). A changed mask makes the changer its editor, and the annotation waits for review by someone
     else."""
     with db.read() as s:
         a = s.get(Annotation, annotation_id)
@@ -237,16 +238,14 @@ def update_annotation(db: Database, annotation_id: int, version: int, user: dict
     rle, words = check_answer(answer, page)
     changed = rle != before["mask"] or answer.answerable != before["answerable"]
     with db.read() as s:
-        outcome = outcome_after_change(
-            s, before["proposal_id"], before["candidate"], before["outcome"], rle, answer.answerable
-        )
+        origin = origin_of_change(s, before, answer.proposal_id, answer.candidate, user["id"], rle, answer.answerable)
     values = {
         "answerable": answer.answerable,
         "mask": rle,
         "word_ids": words,
         "seconds": min(MAX_SECONDS, before["seconds"] + float(answer.seconds)),
         "edits": min(MAX_EDITS, before["edits"] + int(answer.edits)),
-        "outcome": outcome,
+        **origin,
         "edited_by": user["id"] if changed else before["edited_by"],
         "review": "pending",
     }

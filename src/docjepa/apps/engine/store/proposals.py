@@ -77,6 +77,30 @@ def outcome_after_change(s, proposal_id: int | None, candidate: int | None, outc
     return _mask_outcome(p, candidate, rle)
 
 
+def origin_of_change(s, before: dict, proposal_id, candidate, user_id: int, rle, answerable: bool) -> dict:
+    """The provenance columns of a change to the annotation ``before`` (an edit, a reviewer's fix): from the
+    proposal it names when it names one (the Model tool on the saved annotation: made for its task and the person
+    changing it, its clicks added to the ones already sent), else the annotation's own proposal, the outcome
+    decided again from the new mask."""
+    if proposal_id is None:
+        return {
+            "outcome": outcome_after_change(
+                s, before["proposal_id"], before["candidate"], before["outcome"], rle, answerable
+            )
+        }
+    pid, version, candidate, outcome, clicks = provenance(
+        s, proposal_id, candidate, before["task_id"], user_id, rle, answerable
+    )
+    same = pid == before["proposal_id"]
+    return {
+        "proposal_id": pid,
+        "model_version": version,
+        "candidate": candidate,
+        "outcome": outcome,
+        "clicks": before["clicks"] if same else min(2**31 - 1, before["clicks"] + clicks),
+    }
+
+
 def _mask_outcome(p: Proposal, candidate: int | None, rle) -> str:
     """What a saved mask is to the proposal it started from: its candidate as proposed (``accepted``, or
     ``refined`` for an answer to clicks), that candidate changed (``edited``), or no candidate (``drawn``)."""

@@ -10,7 +10,7 @@ from .accounts import rank
 from .annotations import Answer, annotation_json, check_answer, same_question, versioned_update
 from .errors import Forbidden, Invalid, NotFound
 from .pages import page_json
-from .proposals import outcome_after_change
+from .proposals import origin_of_change
 
 
 def review_annotation(
@@ -36,7 +36,7 @@ def review_annotation(
         if a is None:
             raise NotFound(f"no annotation {annotation_id}")
         author, editor, question, page = a.user_id, a.edited_by, a.question, s.get(PageRow, a.page_id)
-        proposal_id, candidate, outcome = a.proposal_id, a.candidate, a.outcome
+        before = annotation_json(a)
     if author == user["id"]:
         raise Forbidden("an annotation is reviewed by someone other than its author")
     if editor == user["id"]:
@@ -47,12 +47,12 @@ def review_annotation(
         same_question(fix, question)
         rle, words = check_answer(fix, page)
         with db.read() as s:
-            outcome = outcome_after_change(s, proposal_id, candidate, outcome, rle, fix.answerable)
+            origin = origin_of_change(s, before, fix.proposal_id, fix.candidate, user["id"], rle, fix.answerable)
         values = {
             "mask": rle,
             "word_ids": words,
             "answerable": fix.answerable,
-            "outcome": outcome,
+            **origin,
             "edited_by": user["id"],
             "review": "pending",
             "review_reason": reason.strip(),
