@@ -200,13 +200,16 @@ class Setting(Base):
 
 class SignInFailures(Base):
     """Failed sign-ins counted per account (``user:NAME``) and per client address (``addr:IP``): sign-in is refused
-    until ``blocked_until`` once a key has more failures than the throttle allows for free."""
+    until ``blocked_until`` once a key has more failures than the throttle allows for free. ``pending``: an
+    account's password checks in flight (since ``pending_at``), which bound how many guesses run at once."""
 
     __tablename__ = "sign_in_failures"
     key: Mapped[str] = mapped_column(String(320), primary_key=True)
     failures: Mapped[int] = mapped_column(Integer, default=0)
     last_at: Mapped[float] = mapped_column(Float, default=now)
     blocked_until: Mapped[float] = mapped_column(Float, default=0.0)
+    pending: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    pending_at: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
 
 
 class Skip(Base):

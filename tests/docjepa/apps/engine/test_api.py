@@ -53,7 +53,7 @@ def test_schema_comes_from_the_migrations_and_init_is_repeatable(db_url):
             "VALUES (1, 1, 'q?', false, '[]', 1, 1.0, 0, 'pending', '', 1, 0, 0)"
         )
     head = db.migrate()
-    assert head == "0004"
+    assert head == "0005"
     with db.reader.connect() as conn:
         assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []  # models = migrations
     old = store.get_annotation(db, 1)

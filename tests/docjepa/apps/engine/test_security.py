@@ -91,6 +91,76 @@ def test_parallel_guesses_cannot_pass_the_count_together(engine, monkeypatch):
     assert [e["action"] for e in _sign_ins(db)].count("failed") == 4
 
 
+def test_correct_sign_ins_at_the_same_moment_are_never_refused(db_url, docs, monkeypatch):
+    """A shift starting behind one NAT: 50 people sign in at the same moment from one address, through two servers
+    sharing the database, some of them twice (two tabs); every one gets in and none is audited as refused. Wrong
+    passwords among them are still counted."""
+    import threading
+
+    from fastapi.testclient import TestClient
+
+    from docjepa.apps.engine import store
+    from docjepa.apps.engine.app import ServerConfig, create_app
+
+    names = [f"p{i:02d}" for i in range(50)]
+    db = make_engine(db_url, docs, pages=1, users=())
+    monkeypatch.setattr(store.accounts, "_hasher", _quick_hasher)  # 50 argon2 hashes at its full cost take long
+    for name in names:
+        store.add_user(db, name, "annotator", PASSWORD)
+    apps = [create_app(ServerConfig(db=db_url), proposer=None) for _ in range(2)]
+    people = names + names[:10] + ["p00"] * 2  # ten in a second tab, one in three
+    start, codes = threading.Barrier(len(people) + 1), {}
+
+    def sign_in(i: int, name: str) -> None:
+        client = TestClient(apps[i % 2])
+        start.wait()
+        codes[i] = client.post("/api/login", json={"name": name, "password": PASSWORD}).status_code
+
+    threads = [threading.Thread(target=sign_in, args=(i, n)) for i, n in enumerate(people)]
+    for t in threads:
+        t.start()
+    start.wait()
+    for t in threads:
+        t.join()
+    assert sorted(codes.values()) == [200] * len(people)
+    assert not [e for e in _sign_ins(db) if e["action"] == "refused"]
+    wrong = TestClient(apps[0]).post("/api/login", json={"name": "p01", "password": "not the password"})
+    assert wrong.status_code == 403
+    assert [e["after"]["failures"] for e in _sign_ins(db)] == [{"user:p01": 1, "addr:testclient": 1}]
+    db.dispose()
+
+
+def _quick_hasher():
+    from argon2 import PasswordHasher
+
+    return PasswordHasher(time_cost=1, memory_cost=1024, parallelism=1)
+
+
+def test_an_accounts_checks_in_flight_are_bounded_and_a_dead_ones_slot_comes_back(engine, monkeypatch):
+    """An account has as many password checks in flight as it has free failures left; one more waits for a slot
+    (refused, audited as busy, when none frees in time); a slot held by a process that died frees after a minute."""
+    from docjepa.apps.engine.store import throttle
+
+    _, db = engine
+    clock = Clock(monkeypatch)
+    rules = throttle.Throttle(free=3, queue=0.05)
+    charged = throttle.keys("ann", "10.0.0.1")
+    for _ in range(3):
+        throttle.reserve(db, charged, rules)  # three checks in flight, none settled (their process killed)
+    with pytest.raises(throttle.Throttled):
+        throttle.reserve(db, charged, rules)
+    assert [e["after"].get("busy") for e in _sign_ins(db)] == [True]
+    throttle.settle(db, charged, rules, "failed")  # one comes back failed: 2 free failures left, 2 in flight
+    with pytest.raises(throttle.Throttled):
+        throttle.reserve(db, charged, rules)
+    clock.t += throttle.STALE + 1
+    throttle.reserve(db, charged, rules)  # the dead checks' slots are back
+    throttle.settle(db, charged, rules, "ok")
+    other = throttle.keys("bob", "10.0.0.1")
+    for _ in range(3):  # another account from the same address is not held up by ann's
+        throttle.reserve(db, other, rules)
+
+
 def _csrf_app(engine):
     make_app, _ = engine
     return make_app()

@@ -179,7 +179,7 @@ def test_stats_and_command_line(tmp_path, docs, capsys, monkeypatch):
     url = f"sqlite:///{tmp_path / 'e.db'}"
     main(["engine", "init", "--db", url, "--data", str(docs / "d"), "--limit", "3", "--no-progress"])
     out = json.loads(capsys.readouterr().out)
-    assert out["pages_added"] == 3 and out["tasks_added"] > 3 and out["schema"] == "0004"
+    assert out["pages_added"] == 3 and out["tasks_added"] > 3 and out["schema"] == "0005"
     main(["engine", "init", "--db", url, "--data", str(docs / "d"), "--limit", "3", "--no-progress"])
     assert json.loads(capsys.readouterr().out)["pages_already_there"] == 3
     monkeypatch.setenv("PW", PASSWORD)

@@ -66,26 +66,30 @@ def login(
 ) -> tuple[str, dict]:
     """A new session token for a correct name and password; Forbidden otherwise, with the same message and about
     the same time either way. The hash is checked outside any write transaction (it takes tens of ms). With a
-    ``throttle``, the attempt is first counted against the account and the client ``address`` and refused
-    (:class:`~.throttle.Throttled`) while either must wait."""
+    ``throttle``, the attempt first takes one of the account's check slots and is refused
+    (:class:`~.throttle.Throttled`) while the account or the client ``address`` must wait after its failures; only
+    a wrong password is counted."""
     from argon2.exceptions import VerificationError
 
     charged = throttling.keys(name, address)
     if throttle is not None:
         throttling.reserve(db, charged, throttle)
-    with db.read() as s:
-        user = s.scalar(select(User).where(User.name == name))
+    outcome = None
     try:
+        with db.read() as s:
+            user = s.scalar(select(User).where(User.name == name))
         if user is None or not user.active:
             _hasher().hash(password)  # the same work for an unknown name: no timing oracle
             raise VerificationError
         _hasher().verify(user.password_hash, password)
+        outcome = "ok"
     except VerificationError:
+        outcome = "failed"
+    finally:
         if throttle is not None:
-            throttling.failed(db, charged)
-        raise Forbidden("wrong user name or password") from None
-    if throttle is not None:
-        throttling.succeeded(db, charged, throttle)
+            throttling.settle(db, charged, throttle, outcome)
+    if outcome != "ok":
+        raise Forbidden("wrong user name or password")
     rehash = _hasher().hash(password) if _hasher().check_needs_rehash(user.password_hash) else None
     token, t = secrets.token_urlsafe(32), now()
     with db.write() as s:

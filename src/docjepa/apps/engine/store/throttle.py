@@ -1,21 +1,27 @@
-"""Sign-in throttling: failures are counted per account and per client address, and past a few free ones each
-further attempt has to wait twice as long as the one before (exponential back-off, capped).
+"""Sign-in throttling: failed sign-ins are counted per account and per client address, and past a few free ones
+each further attempt has to wait twice as long as the one before (exponential back-off, capped).
 
-An attempt is counted *before* the password is checked, in one transaction per key, so parallel guesses cannot all
-pass a check made before any of them failed; a correct password gives the account's count back (and the address's
-one attempt). A refused attempt does not hash the password: a throttled attacker costs the server nothing. Every
+Only failures are counted: a correct password is never refused because others sign in at the same moment, from
+the same address or through the same proxy, on one server or several sharing the database. Parallel guesses
+cannot all pass a check made before any of them failed either: an account has at most as many checks in flight as
+it has free failures left (one once it has none), and further attempts on it wait for a free slot instead of
+being refused. A refused attempt does not hash the password: a throttled attacker costs the server nothing. Every
 failure and every refusal is written to the audit log (entity ``sign-in``).
 """
 
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 
 from sqlalchemy.exc import IntegrityError
 
 from ..db import Database
 from ..tables import AuditEntry, SignInFailures, now
+
+STALE = 60.0
+"""Seconds after which a check counted in flight is taken to have died with its process (a killed server)."""
 
 
 @dataclass
@@ -32,13 +38,21 @@ class Throttle:
     """The longest wait."""
     forget: float = 3600.0
     """A key whose last failure is older than this starts again from zero."""
+    queue: float = 30.0
+    """Longest time an attempt waits for one of its account's check slots before it is refused (HTTP 429)."""
 
     def wait(self, key: str, failures: int) -> float:
         """Seconds the next attempt on ``key`` must wait after ``failures`` failures in a row."""
-        free = self.free if key.startswith("user:") else self.free_per_address
-        if failures <= free:
+        if failures <= self.free_for(key):
             return 0.0
-        return min(self.most, self.base * math.pow(2.0, min(failures - free - 1, 60)))
+        return min(self.most, self.base * math.pow(2.0, min(failures - self.free_for(key) - 1, 60)))
+
+    def free_for(self, key: str) -> int:
+        return self.free if key.startswith("user:") else self.free_per_address
+
+    def slots(self, failures: int) -> int:
+        """Checks of one account's password that may run at once after ``failures`` failures."""
+        return max(1, self.free - failures)
 
 
 class Throttled(Exception):
@@ -54,60 +68,105 @@ def keys(name: str, address: str | None) -> list[str]:
     return [f"user:{name[:300]}"] + ([f"addr:{address[:300]}"] if address else [])
 
 
+def _row(s, key: str, t: float, throttle: Throttle) -> SignInFailures:
+    row = s.get(SignInFailures, key, with_for_update=True)
+    if row is None:
+        row = SignInFailures(key=key, failures=0, last_at=t, blocked_until=0.0, pending=0, pending_at=t)
+        s.add(row)
+        s.flush()  # a concurrent first attempt on the same key: IntegrityError, retried
+    elif row.failures and t - row.last_at > throttle.forget:
+        row.failures, row.blocked_until = 0, 0.0
+    if row.pending and t - row.pending_at > STALE:
+        row.pending = 0
+    return row
+
+
+def _try(db: Database, charged: list[str], throttle: Throttle, t: float | None) -> Throttled | bool:
+    """One look at the counters: a slot taken (True), no slot free yet (False), or a refusal (audited)."""
+    with db.write() as s:
+        t = now() if t is None else t  # read once the write lock is held: no other writer's time is later
+        rows = [_row(s, key, t, throttle) for key in charged]
+        waiting = max((row.blocked_until - t for row in rows), default=0.0)
+        if waiting > 0:
+            refused = Throttled(waiting)
+            s.add(_entry("refused", charged, {"retry_after": refused.retry_after}, t))
+            return refused
+        account = rows[0]
+        if account.pending >= throttle.slots(account.failures):
+            return False
+        account.pending += 1
+        account.pending_at = t
+        return True
+
+
 def reserve(db: Database, charged: list[str], throttle: Throttle, t: float | None = None) -> None:
-    """Count an attempt on every key, or raise :class:`Throttled` (counting nothing) while one of them must wait."""
-    t = now() if t is None else t
-    for _ in range(20):
+    """Take one of the account's check slots, waiting while all are taken; raise :class:`Throttled` (counting
+    nothing) while the account or the address must wait after its failures, or when no slot frees in time."""
+    deadline, pause = time.monotonic() + throttle.queue, 0.005
+    while True:
         try:
-            with db.write() as s:
-                rows = []
-                for key in charged:
-                    row = s.get(SignInFailures, key, with_for_update=True)
-                    if row is None:
-                        row = SignInFailures(key=key, failures=0, last_at=t, blocked_until=0.0)
-                        s.add(row)
-                        s.flush()  # a concurrent first attempt on the same key: IntegrityError, retried
-                    elif t - row.last_at > throttle.forget:
-                        row.failures, row.blocked_until = 0, 0.0
-                    rows.append(row)
-                waiting = max((row.blocked_until - t for row in rows), default=0.0)
-                if waiting > 0:
-                    refused = Throttled(waiting)
-                    s.add(_entry("refused", charged, {"retry_after": refused.retry_after}, t))
-                else:
-                    for row in rows:
-                        row.failures += 1
-                        row.last_at, row.blocked_until = t, t + throttle.wait(row.key, row.failures)
-                    refused = None
-            if refused is not None:
-                raise refused
-            return
+            got = _try(db, charged, throttle, t)
         except IntegrityError:
             continue
-    raise Throttled(1.0)
+        if isinstance(got, Throttled):
+            raise got
+        if got:
+            return
+        if time.monotonic() > deadline:
+            refused = Throttled(1.0)
+            with db.write() as s:
+                s.add(_entry("refused", charged, {"retry_after": refused.retry_after, "busy": True}, now()))
+            raise refused
+        time.sleep(pause)
+        pause = min(0.1, pause * 2)
+
+
+def _release(s, key: str, t: float) -> SignInFailures | None:
+    row = s.get(SignInFailures, key, with_for_update=True)
+    if row is not None and key.startswith("user:"):
+        row.pending = max(0, row.pending - 1)
+    return row
 
 
 def succeeded(db: Database, charged: list[str], throttle: Throttle, t: float | None = None) -> None:
-    """A correct password: the account starts again from zero; the address gets this attempt back."""
-    t = now() if t is None else t
+    """A correct password: the account starts again from zero; the address's count is left as it is."""
     with db.write() as s:
-        for key in charged:
-            row = s.get(SignInFailures, key, with_for_update=True)
-            if row is None:
-                continue
-            if key.startswith("user:"):
-                s.delete(row)
-            else:
-                row.failures = max(0, row.failures - 1)
-                row.blocked_until = row.last_at + throttle.wait(key, row.failures)
+        t = now() if t is None else t
+        row = _release(s, charged[0], t)
+        if row is not None:
+            row.failures, row.blocked_until = 0, 0.0
 
 
-def failed(db: Database, charged: list[str], t: float | None = None) -> None:
-    """Write a failed attempt (already counted by :func:`reserve`) to the audit log, with its counts."""
-    t = now() if t is None else t
-    with db.write() as s:
-        counts = {key: (s.get(SignInFailures, key) or SignInFailures(failures=0)).failures for key in charged}
-        s.add(_entry("failed", charged, {"failures": counts}, t))
+def failed(db: Database, charged: list[str], throttle: Throttle, t: float | None = None) -> None:
+    """A wrong password: counted on the account and the address, the waits they now need set, and audited."""
+    for _ in range(20):
+        try:
+            with db.write() as s:
+                t = now() if t is None else t
+                _release(s, charged[0], t)
+                counts = {}
+                for key in charged:
+                    row = _row(s, key, t, throttle)
+                    row.failures += 1
+                    wait = throttle.wait(key, row.failures)
+                    row.last_at, row.blocked_until = t, (t + wait if wait > 0 else 0.0)
+                    counts[key] = row.failures
+                s.add(_entry("failed", charged, {"failures": counts}, t))
+            return
+        except IntegrityError:
+            continue
+
+
+def settle(db: Database, charged: list[str], throttle: Throttle, outcome: str | None) -> None:
+    """End an attempt that :func:`reserve` let in: ``"ok"``, ``"failed"``, or None when the check itself broke
+    (its slot is given back, nothing counted)."""
+    if outcome == "ok":
+        succeeded(db, charged, throttle)
+    elif outcome == "failed":
+        failed(db, charged, throttle)
+    else:
+        with db.write() as s:
+            _release(s, charged[0], now())
 
 
 def _entry(action: str, charged: list[str], details: dict, t: float) -> AuditEntry:
