@@ -83,9 +83,41 @@ def plain(text: str) -> str:
     return text.replace("$", r"\$")
 
 
+LEGEND_PEOPLE = 8
+"""People named in the per-day legend (those with most annotations); the rest are stacked as one "others" bar."""
+
+
+def per_day_series(per_day: dict, most: int = LEGEND_PEOPLE) -> dict[str, list[int]]:
+    """Annotations per day of the ``most`` people with most annotations (by name when tied), then of everyone else
+    together as ``others (N people)``: the stacked bars of the figure, in order."""
+    days = list(per_day)
+    totals: dict[str, int] = {}
+    for d in days:
+        for person, n in per_day[d].items():
+            totals[person] = totals.get(person, 0) + n
+    named = sorted(totals, key=lambda p: (-totals[p], p))[:most]
+    series = {plain(p): [per_day[d].get(p, 0) for d in days] for p in named}
+    rest = [p for p in totals if p not in named]
+    if rest:
+        series[f"others ({len(rest)} people)"] = [sum(per_day[d].get(p, 0) for p in rest) for d in days]
+    return series
+
+
 def plot(stats: dict) -> bytes:
-    """A 2×2 PNG: annotations per day (stacked by person), seconds per mask by person, the shares accepted as
-    proposed / refined / edited / drawn and edits per mask by model version."""
+    """The dashboard figure as PNG (see :func:`figure`)."""
+    import matplotlib.pyplot as plt
+
+    fig = figure(stats)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90)
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def figure(stats: dict):
+    """A 2×2 figure: annotations per day (stacked by person: the most active ones named, the rest as others),
+    seconds per mask by person, the shares accepted as proposed / refined / edited / drawn and edits per mask by
+    model version."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -93,16 +125,17 @@ def plot(stats: dict) -> bytes:
 
     fig, axes = plt.subplots(2, 2, figsize=(10, 7))
     days = list(stats["per_day"])
-    people = sorted({p for d in stats["per_day"].values() for p in d})
+    series = per_day_series(stats["per_day"])
     ax = axes[0][0]
     bottom = np.zeros(len(days))
-    for person in people:
-        vals = np.array([stats["per_day"][d].get(person, 0) for d in days], dtype=float)
-        ax.bar(days, vals, bottom=bottom, label=plain(person))
+    for name, counts in series.items():
+        vals = np.array(counts, dtype=float)
+        ax.bar(days, vals, bottom=bottom, label=name)
         bottom += vals
     ax.set_title("annotations per day")
-    if people:
-        ax.legend(fontsize=8)
+    if series:
+        ax.set_ylim(0, max(1.0, float(bottom.max())) * 1.6)  # headroom above the bars for the legend
+        ax.legend(fontsize=7, ncol=3, loc="upper left", framealpha=0.85)
     ax.tick_params(axis="x", labelrotation=30, labelsize=8)
 
     def bars(ax, table: dict, key: str, title: str) -> None:
@@ -127,10 +160,7 @@ def plot(stats: dict) -> bytes:
     bars(axes[1][1], stats["by_model_version"], "edits_per_mask_mean", "edits per mask (mean), by model version")
     fig.suptitle(f"data engine: {stats['annotations']} annotations")
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90)
-    plt.close(fig)
-    return buf.getvalue()
+    return fig
 
 
 def write(db: Database, out: Path) -> dict:
