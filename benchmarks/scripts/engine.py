@@ -150,14 +150,22 @@ def report(paths: list[Path], markdown: list[Path]) -> str:
     return table
 
 
+def report_command(argv: list[str], prog: str, make) -> bool:
+    """``PROG report RESULTS… [--markdown FILE]``: print ``make(results, markdown)`` (a table, also written into the
+    files' marked sections); False when ``argv`` asks for something else."""
+    if argv[:1] != ["report"]:
+        return False
+    rp = argparse.ArgumentParser(prog=f"{prog} report", description="JSON results → a markdown table")
+    rp.add_argument("results", nargs="+", type=Path)
+    rp.add_argument("--markdown", action="append", type=Path, default=[])
+    a = rp.parse_args(argv[1:])
+    print(make(a.results, a.markdown))
+    return True
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["report"]:
-        rp = argparse.ArgumentParser(prog="engine.py report", description="JSON results → a markdown table")
-        rp.add_argument("results", nargs="+", type=Path)
-        rp.add_argument("--markdown", action="append", type=Path, default=[])
-        a = rp.parse_args(argv[1:])
-        print(report(a.results, a.markdown))
+    if report_command(argv, "engine.py", report):
         return
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--checkpoint", type=Path, required=True, help="fine-tuned run (docjepa finetune / demo)")

@@ -107,6 +107,19 @@ class WordCover:
             size=self.size,
         )
 
+    def repeat(self, b: int) -> WordCover:
+        """The cover of a single sample, the same for each of a batch of ``b`` (several prompts on one page)."""
+        if self.count.shape[0] != 1:
+            raise ValueError(f"repeat takes the cover of one sample, not {self.count.shape[0]}")
+        n = self.sample.numel()
+        return WordCover(
+            sample=torch.arange(b, device=self.sample.device).repeat_interleave(n),
+            token=self.token.repeat(b),
+            pixel=self.pixel.repeat(b),
+            count=self.count.expand(b, -1),
+            size=self.size,
+        )
+
 
 def word_cover(bbox: Tensor, attention_mask: Tensor, size: int) -> WordCover:
     """The pixels of the square frame at ``size`` that each real token's box (0…1000) covers."""

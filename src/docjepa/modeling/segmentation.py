@@ -48,6 +48,16 @@ class PageEncoding:
             self.image[idx], self.text[idx], self.attention_mask[idx], self.cover.select(idx), self.words[idx]
         )
 
+    def repeat(self, b: int) -> PageEncoding:
+        """The encoding of a single page, shared by a batch of ``b`` prompts on it (expanded, not copied)."""
+        return PageEncoding(
+            self.image.expand(b, -1, -1, -1),
+            self.text.expand(b, -1, -1),
+            self.attention_mask.expand(b, -1),
+            self.cover.repeat(b),
+            self.words.expand(b, -1, -1, -1),
+        )
+
 
 @dataclass
 class SegmentationOutput:
@@ -130,9 +140,12 @@ class DocJepaForSegmentation(DocJepaPreTrainedModel):
             words=self.painter(text, cover),
         )
 
-    def decode(self, page: PageEncoding, prompt: QuestionPrompt, multimask: bool = True) -> SegmentationOutput:
+    def decode(
+        self, page: PageEncoding, prompt: QuestionPrompt, multimask: bool = True, question_states: Tensor | None = None
+    ) -> SegmentationOutput:
         """Prompts → masks for encoded pages (see :class:`~docjepa.data.prompt.QuestionPrompt`: a question, points
-        or boxes, at least one; the question's word ids enable the lexical path; a mask prompt is refined)."""
+        or boxes, at least one; the question's word ids enable the lexical path; a mask prompt is refined).
+        ``question_states``: the question tower's output for ``prompt``'s questions when the caller has it."""
         p = prompt
         tokens, high_res, token_logits, q = [], page.words, None, None
         mask_prompt = p.mask_prompt
@@ -140,7 +153,9 @@ class DocJepaForSegmentation(DocJepaPreTrainedModel):
             raise ValueError(f"mask prompt is {mask_prompt.shape[-1]} px, the decoder's masks {page.cover.size} px")
         inside = None if mask_prompt is None else tokens_inside(mask_prompt, page.cover, page.text.shape[1])
         if p.question_ids is not None:
-            q = self.question_encoder(p.question_ids, p.question_mask)  # (B, 1 + T, D)
+            q = question_states
+            if q is None:
+                q = self.question_encoder(p.question_ids, p.question_mask)  # (B, 1 + T, D)
             tokens.append(q)
             q_mask = torch.cat([torch.ones_like(p.question_mask[:, :1]), p.question_mask], dim=1)
             words = None

@@ -22,6 +22,7 @@ from .config import ServerConfig
 from .csrf import CSRFGuard
 from .db import Database
 from .dependencies import COOKIE, User
+from .proposer import Busy
 from .routers import ALL as ROUTERS
 
 __all__ = ["ServerConfig", "create_app"]
@@ -93,10 +94,13 @@ def _error_handlers(app: FastAPI) -> None:
         store.Conflict, lambda _r, e: JSONResponse({"detail": str(e), "current": e.current}, status_code=409)
     )
     app.add_exception_handler(uploads.UploadError, lambda _r, e: JSONResponse({"detail": str(e)}, status_code=e.status))
-    app.add_exception_handler(
-        store.Throttled,
-        lambda _r, e: JSONResponse({"detail": str(e)}, status_code=429, headers={"Retry-After": str(e.retry_after)}),
-    )
+    for exc, status in ((store.Throttled, 429), (Busy, 503)):
+        app.add_exception_handler(
+            exc,
+            lambda _r, e, status=status: JSONResponse(
+                {"detail": str(e)}, status_code=status, headers={"Retry-After": str(e.retry_after)}
+            ),
+        )
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_request, err: RequestValidationError):
@@ -120,7 +124,7 @@ def create_app(cfg: ServerConfig, proposer=None) -> FastAPI:
     if proposer is None and cfg.checkpoint:
         from .proposer import Proposer
 
-        proposer = Proposer(cfg.checkpoint, device=cfg.device, threads=cfg.model_threads)
+        proposer = Proposer(cfg.checkpoint, cfg.device, cfg.model_threads, queue=cfg.model_queue, batch=cfg.model_batch)
         store.set_serving_model(db, cfg.checkpoint)  # retraining rounds replace it
     # No interactive API pages: their scripts come from a CDN, which the page's CSP refuses. The description itself
     # is served to signed-in users only, and only when asked for (ServerConfig.api_docs).
@@ -154,3 +158,17 @@ def create_app(cfg: ServerConfig, proposer=None) -> FastAPI:
             return app.openapi()
 
     return app
+
+
+CONFIG_ENV = "DOCJEPA_ENGINE_CONFIG"
+"""The environment variable through which ``serve --workers N`` hands its :class:`ServerConfig` (JSON) to each
+worker process."""
+
+
+def app_from_environment() -> FastAPI:
+    """The app of one worker process of ``serve --workers N`` (uvicorn's factory): the configuration from
+    :data:`CONFIG_ENV`, the model loaded in this process."""
+    import json
+    import os
+
+    return create_app(ServerConfig(**json.loads(os.environ[CONFIG_ENV])))

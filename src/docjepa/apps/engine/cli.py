@@ -118,7 +118,22 @@ def _add_serve(esub: Any, int_at_least: Any) -> None:
         "none, every client is the address it connects from",
     )
     s.add_argument("--device", default=None, help="model device (default: CUDA when available)")
-    s.add_argument("--model-threads", type=int_at_least(1), default=None, help="model threads (default: cores − 1)")
+    s.add_argument(
+        "--workers",
+        type=int_at_least(1),
+        default=None,
+        help="server processes, each with its own model and cores (default: 2 on a machine of 2 cores or more when "
+        "a model is served, else 1)",
+    )
+    s.add_argument(
+        "--model-threads", type=int_at_least(1), default=None, help="model threads per worker (default: cores − 1)"
+    )
+    s.add_argument(
+        "--model-queue", type=int_at_least(1), default=32, help="requests that may wait for the model (more: 503)"
+    )
+    s.add_argument(
+        "--model-batch", type=int_at_least(1), default=8, help="waiting requests the model answers in one turn"
+    )
     s.add_argument("--sign-in-free-attempts", type=int_at_least(1), default=5, help="failures per account before waits")
     s.add_argument(
         "--sign-in-free-per-address", type=int_at_least(1), default=20, help="failures per client address before waits"

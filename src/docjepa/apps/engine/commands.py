@@ -124,6 +124,8 @@ def cmd_serve(args) -> None:
         secure_cookie=secure_cookie(args.secure_cookie, args.host),
         device=args.device,
         model_threads=args.model_threads,
+        model_queue=args.model_queue,
+        model_batch=args.model_batch,
         sign_in_free_attempts=args.sign_in_free_attempts,
         sign_in_free_per_address=args.sign_in_free_per_address,
         sign_in_base_delay=args.sign_in_base_delay,
@@ -131,10 +133,30 @@ def cmd_serve(args) -> None:
         allowed_origins=args.allowed_origin,
         api_docs=args.api_docs,
     )
-    app = create_app(cfg)
-    model = app.state.proposer.version if app.state.proposer else "none"
-    print(f"annotate at http://{args.host}:{args.port}/  (model: {model})", flush=True)
-    uvicorn.run(app, **server_options(args))
+    workers = args.workers or (2 if cfg.checkpoint is not None and (os.cpu_count() or 1) >= 2 else 1)
+    if workers == 1:
+        app = create_app(cfg)
+        model = app.state.proposer.version if app.state.proposer else "none"
+        print(f"annotate at http://{args.host}:{args.port}/  (model: {model})", flush=True)
+        uvicorn.run(app, **server_options(args))
+        return
+    # Several processes, each with its own model and its own GIL, sharing the database (leases, sign-ins and
+    # proposals live there) and the listening socket.
+    from dataclasses import asdict
+
+    from .app import CONFIG_ENV
+
+    db.require_schema()
+    if cfg.checkpoint is not None:
+        from ...modeling.files import SEGMENTATION, require_model
+
+        require_model(cfg.checkpoint, (SEGMENTATION,), "proposing masks")  # a bad model fails here, once
+        store.set_serving_model(db, cfg.checkpoint)
+    cfg.model_threads = cfg.model_threads or max(1, ((os.cpu_count() or 2) - 1) // workers)
+    os.environ[CONFIG_ENV] = json.dumps(asdict(cfg))
+    print(f"annotate at http://{args.host}:{args.port}/  ({workers} workers, model: {cfg.checkpoint})", flush=True)
+    target = "docjepa.apps.engine.app:app_from_environment"
+    uvicorn.run(target, factory=True, **server_options(args) | {"workers": workers})
 
 
 LOOPBACK = ("127.0.0.1", "::1", "localhost")

@@ -28,6 +28,10 @@ class ServerConfig:
     """Model device (default: CUDA when available)."""
     model_threads: int | None = None
     """PyTorch threads of the model worker (default: all cores but one)."""
+    model_queue: int = 32
+    """Requests that may wait for the model; one more is answered 503 with ``Retry-After`` at once."""
+    model_batch: int = 8
+    """Waiting requests the model answers in one turn (questions about one page decoded together)."""
     follow_seconds: float = 5.0
     """How often the server looks for a model promoted by a retraining round."""
     rounds_dir: str = "runs/engine/rounds"

@@ -80,7 +80,7 @@ def from_png(data: str | bytes, height: int, width: int) -> np.ndarray:
             if img.size != (width, height):
                 raise MaskError(f"mask is {img.width}×{img.height}, the page {width}×{height}")
             img.load()
-            if "A" in img.getbands() or img.mode in ("LA", "PA", "RGBA"):
+            if "A" in img.getbands() or "transparency" in img.info or img.mode in ("LA", "PA", "RGBA"):
                 arr = np.asarray(img.convert("RGBA"))[..., 3] > 127
             else:
                 arr = np.asarray(img.convert("L")) > 127
@@ -92,12 +92,13 @@ def from_png(data: str | bytes, height: int, width: int) -> np.ndarray:
 
 
 def to_png(mask: np.ndarray, colour: tuple[int, int, int] = (230, 40, 40)) -> bytes:
-    """An RGBA PNG: ``colour`` where the mask is, transparent elsewhere (what the page shows as an overlay)."""
+    """A PNG: ``colour`` where the mask is, transparent elsewhere (what the page shows as an overlay). Two palette
+    entries, the first transparent: about a tenth of the time and of the bytes of an RGBA image."""
     h, w = mask.shape
-    rgba = np.zeros((h, w, 4), dtype=np.uint8)
-    rgba[mask] = (*colour, 255)
+    img = Image.frombytes("P", (w, h), np.ascontiguousarray(mask, dtype=np.uint8).tobytes())
+    img.putpalette([0, 0, 0, *colour])
     buf = io.BytesIO()
-    Image.fromarray(rgba, "RGBA").save(buf, "PNG", optimize=False, compress_level=6)
+    img.save(buf, "PNG", optimize=False, compress_level=6, transparency=bytes([0, 255]))
     return buf.getvalue()
 
 

@@ -74,6 +74,10 @@ class EngineModel:
         self.checkpoint, self.device = str(checkpoint), device
         self.cache: OrderedDict[object, tuple] = OrderedDict()
         self.cache_pages = cache_pages
+        from ...inference.batched import QuestionStates
+
+        self.questions = QuestionStates()
+        """The question tower's states of the questions asked last (they depend on the question alone)."""
 
     @cached_property
     def predictor(self):
@@ -118,6 +122,21 @@ class EngineModel:
         t = time.perf_counter()
         logits, scores, best, masks = candidate_masks(self.predictor, page, question)
         return Proposal(logits, scores, best, masks, encode_s, time.perf_counter() - t)
+
+    def propose_many(self, page: Page, questions: list[str], key: object = None) -> list[Proposal]:
+        """:meth:`propose` for several questions on one page (requests that arrived together), decoded in batches of
+        equal lengths with the question tower's states of questions asked before reused
+        (:func:`~docjepa.inference.batched.decode_many`); the encoding's and the batch's seconds are shared out."""
+        encode_s = self.encode(page, key)
+        t = time.perf_counter()
+        from ...inference.batched import decode_many
+
+        decoded = decode_many(self.predictor, questions, self.questions)
+        out = [Proposal(*snapped(self.predictor, d)) for d in decoded]
+        share = (time.perf_counter() - t) / len(out)
+        for p in out:
+            p.encode_seconds, p.decode_seconds = encode_s / len(out), share
+        return out
 
     def refine(
         self,
@@ -222,5 +241,10 @@ def candidate_masks(predictor, page: Page, question: str, points=None, labels=No
     see ``DocumentPredictor.prompt``) on the predictor's current page (``page``), each snapped to the OCR words it
     covers as ``predict`` snaps its answer, at the page's resolution: (logits, scores, best, masks)."""
     decoded = predictor.decode(question, points=points, point_labels=labels, box=box, mask=mask)
+    return snapped(predictor, decoded)
+
+
+def snapped(predictor, decoded):
+    """(logits, scores, best, masks) of one decoder output: each candidate snapped to its words at page size."""
     full = [predictor.page_answer(decoded, k)[0] for k in range(decoded.logits.shape[0])]
     return decoded.logits, decoded.scores, predictor.choose(decoded), full

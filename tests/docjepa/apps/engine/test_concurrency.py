@@ -189,14 +189,14 @@ def test_a_running_proposal_does_not_block_other_requests(tmp_path, docs, tiny_p
     url = f"sqlite:///{tmp_path / 'engine.db'}"
     db = make_engine(url, docs, pages=3, users=("ann", "bob"))
     gate, entered = threading.Event(), threading.Event()
-    original = tiny_proposer.propose_sync
+    original = tiny_proposer.model.propose_many
 
-    def gated(*args):
+    def gated(*args, **kwargs):
         entered.set()
         assert gate.wait(60), "the other requests never came through"
-        return original(*args)
+        return original(*args, **kwargs)
 
-    monkeypatch.setattr(tiny_proposer, "propose_sync", gated)
+    monkeypatch.setattr(tiny_proposer.model, "propose_many", gated)
     app = create_app(ServerConfig(db=url), proposer=tiny_proposer)
     port = _free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
@@ -234,4 +234,82 @@ def test_a_running_proposal_does_not_block_other_requests(tmp_path, docs, tiny_p
         gate.set()
         server.should_exit = True
         thread.join(10)
+        db.dispose()
+
+
+def _gated(proposer):
+    """The proposer's model held at a gate: (gate, entered, calls) — the questions of each model call recorded."""
+    gate, entered, calls = threading.Event(), threading.Event(), []
+    original = proposer.model.propose_many
+
+    def held(page, questions, key=None):
+        calls.append(list(questions))
+        entered.set()
+        assert gate.wait(60)
+        return original(page, questions, key=key)
+
+    proposer.model.propose_many = held
+    return gate, entered, calls
+
+
+def test_requests_arriving_together_are_answered_in_one_model_call_and_a_full_queue_says_busy(docs, tiny_model):
+    """While the model answers one request, the next ones wait in its queue; the questions about one page among
+    them are decoded in one call, with the answers each would get alone; past the queue's bound a request is
+    refused at once (Busy: 503 with Retry-After) instead of piling up, and nothing queued is lost."""
+    from docjepa.apps.engine.proposer import Busy, Proposer
+    from docjepa.data.shards import DocumentDataset
+
+    pages = DocumentDataset(docs / "d")
+    page, other = pages[0], pages[1]
+    proposer = Proposer(tiny_model, device="cpu", threads=1, queue=4, batch=8)
+    try:
+        alone = {q.text: proposer.propose_sync(1, page, q.text) for q in page.questions[:3]}
+        gate, entered, calls = _gated(proposer)
+        first = proposer.submit(2, other, other.questions[0].text)
+        assert entered.wait(30)  # the worker holds the first request; the next ones queue
+        waiting = [proposer.submit(1, page, q) for q in alone] + [proposer.submit(2, other, other.questions[1].text)]
+        with pytest.raises(Busy) as busy:
+            proposer.submit(1, page, "One more question?")
+        assert busy.value.retry_after >= 1
+        gate.set()
+        first.result(60)
+        answers = [f.result(60) for f in waiting]
+        assert calls == [[other.questions[0].text], list(alone), [other.questions[1].text]]
+        for (q, expected), (p, version) in zip(alone.items(), answers):
+            got = proposer.candidates(page, p, version)
+            assert got["best"] == expected["best"] and version == expected["model_version"]
+            assert [c["rle"] for c in got["candidates"]] == [c["rle"] for c in expected["candidates"]], q
+            assert [c["score"] for c in got["candidates"]] == pytest.approx(
+                [c["score"] for c in expected["candidates"]], abs=1e-5
+            )
+    finally:
+        proposer.close()
+
+
+def test_a_busy_model_answers_503_with_retry_after(tmp_path, docs, tiny_model):
+
+    from docjepa.apps.engine.app import ServerConfig, create_app
+    from docjepa.apps.engine.proposer import Proposer
+
+    from .conftest import client_for
+
+    url = f"sqlite:///{tmp_path / 'engine.db'}"
+    db = make_engine(url, docs, pages=3, users=("ann", "bob"))
+    proposer = Proposer(tiny_model, device="cpu", threads=1, queue=1)
+    gate, entered, _ = _gated(proposer)
+    app = create_app(ServerConfig(db=url), proposer=proposer)
+    ann, bob = client_for(app, "ann"), client_for(app, "bob")
+    try:
+        tasks = [c.post("/api/tasks/next").json() for c in (ann, bob)]
+        proposer.submit(tasks[0]["page_id"], None, "held")  # the worker is busy with this one
+        assert entered.wait(30)
+        proposer.submit(tasks[0]["page_id"], None, "queued")  # and the queue (of one) is full
+        r = bob.post(f"/api/tasks/{tasks[1]['id']}/propose", json={"question": tasks[1]["question"]})
+        assert r.status_code == 503 and int(r.headers["retry-after"]) >= 1 and "busy" in r.json()["detail"]
+        gate.set()
+        again = bob.post(f"/api/tasks/{tasks[1]['id']}/propose", json={"question": tasks[1]["question"]})
+        assert again.status_code == 200 and again.json()["proposal_id"]
+    finally:
+        gate.set()
+        proposer.close()
         db.dispose()

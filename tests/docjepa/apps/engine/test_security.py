@@ -568,6 +568,28 @@ def test_the_session_cookie_is_secure_unless_served_on_loopback(engine, monkeypa
     assert "secure" in cookie("--secure-cookie")
 
 
+def test_serve_with_several_workers_hands_each_its_configuration(engine, monkeypatch, tmp_path):
+    """``serve --workers 2``: uvicorn starts the app factory in each worker process, which reads the same
+    configuration from the environment and serves the same database."""
+    import json
+
+    from fastapi.testclient import TestClient
+
+    from docjepa.apps.engine.app import CONFIG_ENV, app_from_environment
+
+    _, db = engine
+    monkeypatch.delenv(CONFIG_ENV, raising=False)
+    got = _serve(monkeypatch, db.url, "--media", str(tmp_path / "media"), "--workers", "2", "--lease-minutes", "3")
+    assert (got["app"], got["factory"], got["workers"]) == ("docjepa.apps.engine.app:app_from_environment", True, 2)
+    cfg = json.loads(__import__("os").environ[CONFIG_ENV])
+    assert (cfg["db"], cfg["lease_seconds"], cfg["checkpoint"]) == (db.url, 180.0, None)
+    worker = app_from_environment()
+    r = TestClient(worker).post("/api/login", json={"name": "ann", "password": PASSWORD})
+    assert r.status_code == 200 and worker.state.cfg.lease_seconds == 180.0
+    one = _serve(monkeypatch, db.url, "--media", str(tmp_path / "media"))  # no model: one process by default
+    assert one["workers"] == 1 and not isinstance(one["app"], str)
+
+
 def test_forwarded_for_headers_are_believed_only_from_named_proxies(engine, monkeypatch, tmp_path):
     """Rotating X-Forwarded-For from loopback made one counter per forged address; by default no proxy is trusted,
     so every failure counts against the address the client connects from."""

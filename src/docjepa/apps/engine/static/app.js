@@ -9,11 +9,16 @@ const state = {
   tool: "words", drag: null, pan: null, prompts: [], refines: [], renewTimer: null, history: [], historyPos: -1, rejected: [], rejectedPos: -1,
 };
 
-async function api(method, path, body) {
+async function api(method, path, body, tries = 4) {
   const opts = { method, credentials: "same-origin", headers: {} };
   if (method !== "GET" && state.csrf) opts.headers["X-CSRF-Token"] = state.csrf;  // the session's anti-forgery token
   if (body !== undefined) { opts.headers["Content-Type"] = "application/json"; opts.body = JSON.stringify(body); }
   const res = await fetch(path, opts);
+  if (res.status === 503 && res.headers.get("Retry-After") && tries > 1) {  // the model's queue is full: ask again
+    say(`the model is busy; asking again in ${res.headers.get("Retry-After")} s`);
+    await new Promise((ok) => setTimeout(ok, 1000 * Number(res.headers.get("Retry-After"))));
+    return api(method, path, body, tries - 1);
+  }
   let data = null;
   try { data = await res.json(); } catch (e) { data = null; }
   if (res.status === 401 && path !== "/api/login") { showLogin(); }

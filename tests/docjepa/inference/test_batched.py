@@ -1,0 +1,51 @@
+"""Several questions about one page at once: batched by length, the question tower's states kept by question."""
+
+import pytest
+import torch
+
+pytest.importorskip("transformers")
+
+from docjepa.data.shards import DocumentDataset
+from docjepa.inference.batched import QuestionStates, decode_many
+from docjepa.inference.predictor import DocumentPredictor
+from docjepa.modeling import build_config
+from docjepa.modeling.segmentation import DocJepaForSegmentation
+
+
+def _close(a, b) -> None:
+    torch.testing.assert_close(a.logits, b.logits, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(a.scores, b.scores, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(a.token_logits, b.token_logits, atol=1e-4, rtol=1e-4)
+    assert a.lexical_box == b.lexical_box
+
+
+def test_questions_decoded_together_answer_as_one_by_one(docs, tok):
+    """The same logits, scores, word logits and lexical boxes as one decode each, for questions of several lengths
+    (equal ones share a batch), with and without the tower's states kept; kept states are reused, not recomputed."""
+    torch.manual_seed(0)
+    predictor = DocumentPredictor(DocJepaForSegmentation(build_config("tiny", len(tok))), tok, device="cpu")
+    page = DocumentDataset(docs / "d")[0]
+    predictor.set_page(page)
+    questions = [q.text for q in page.questions[:3]] + ["What is the invoice number printed at the top right?"]
+    questions += [questions[1], questions[0]]
+    assert predictor.prompts.lengths(questions[0]) == predictor.prompts.lengths(questions[-1])
+    alone = [predictor.decode(q) for q in questions]
+    for d, a in zip(decode_many(predictor, questions), alone):
+        _close(d, a)
+    cache = QuestionStates(size=3)
+    calls = []
+    tower = predictor.model.question_encoder.forward
+    predictor.model.question_encoder.forward = lambda *x, **k: calls.append(1) or tower(*x, **k)
+    try:
+        first = decode_many(predictor, questions[:2], cache)
+        again = decode_many(predictor, questions[:2], cache)
+    finally:
+        predictor.model.question_encoder.forward = tower
+    assert len(calls) == 2 and (cache.hits, cache.misses) == (2, 2)  # asked again: no tower call
+    for d, e, a in zip(first, again, alone[:2]):
+        _close(d, a)
+        _close(e, a)
+    decode_many(predictor, questions[2:5], cache)
+    assert len(cache.states) == 3 and questions[0] not in cache.states  # the oldest is dropped
+    with pytest.raises(Exception, match="none of them empty"):
+        decode_many(predictor, ["What?", " "])
