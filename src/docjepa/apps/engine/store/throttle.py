@@ -106,8 +106,8 @@ def reserve(db: Database, charged: list[str], throttle: Throttle, t: float | Non
     while True:
         try:
             got = _try(db, charged, throttle, t)
-        except IntegrityError:
-            continue
+        except IntegrityError:  # a concurrent first attempt made the row: look again
+            got = False
         if isinstance(got, Throttled):
             raise got
         if got:
@@ -121,52 +121,25 @@ def reserve(db: Database, charged: list[str], throttle: Throttle, t: float | Non
         pause = min(0.1, pause * 2)
 
 
-def _release(s, key: str, t: float) -> SignInFailures | None:
-    row = s.get(SignInFailures, key, with_for_update=True)
-    if row is not None and key.startswith("user:"):
-        row.pending = max(0, row.pending - 1)
-    return row
-
-
-def succeeded(db: Database, charged: list[str], throttle: Throttle, t: float | None = None) -> None:
-    """A correct password: the account starts again from zero; the address's count is left as it is."""
-    with db.write() as s:
-        t = now() if t is None else t
-        row = _release(s, charged[0], t)
-        if row is not None:
-            row.failures, row.blocked_until = 0, 0.0
-
-
-def failed(db: Database, charged: list[str], throttle: Throttle, t: float | None = None) -> None:
-    """A wrong password: counted on the account and the address, the waits they now need set, and audited."""
-    for _ in range(20):
-        try:
-            with db.write() as s:
-                t = now() if t is None else t
-                _release(s, charged[0], t)
-                counts = {}
-                for key in charged:
-                    row = _row(s, key, t, throttle)
-                    row.failures += 1
-                    wait = throttle.wait(key, row.failures)
-                    row.last_at, row.blocked_until = t, (t + wait if wait > 0 else 0.0)
-                    counts[key] = row.failures
-                s.add(_entry("failed", charged, {"failures": counts}, t))
-            return
-        except IntegrityError:
-            continue
-
-
 def settle(db: Database, charged: list[str], throttle: Throttle, outcome: str | None) -> None:
-    """End an attempt that :func:`reserve` let in: ``"ok"``, ``"failed"``, or None when the check itself broke
-    (its slot is given back, nothing counted)."""
-    if outcome == "ok":
-        succeeded(db, charged, throttle)
-    elif outcome == "failed":
-        failed(db, charged, throttle)
-    else:
-        with db.write() as s:
-            _release(s, charged[0], now())
+    """End an attempt that :func:`reserve` let in, giving its check slot back: ``"ok"`` (the account starts again
+    from zero; the address's count is left as it is), ``"failed"`` (counted on the account and the address, the
+    waits they now need set, and audited), or None when the check itself broke (nothing counted)."""
+    with db.write() as s:
+        t = now()
+        account = s.get(SignInFailures, charged[0], with_for_update=True)  # made by reserve, never deleted
+        account.pending = max(0, account.pending - 1)
+        if outcome == "ok":
+            account.failures, account.blocked_until = 0, 0.0
+        elif outcome == "failed":
+            counts = {}
+            for key in charged:
+                row = _row(s, key, t, throttle)
+                row.failures += 1
+                wait = throttle.wait(key, row.failures)
+                row.last_at, row.blocked_until = t, (t + wait if wait > 0 else 0.0)
+                counts[key] = row.failures
+            s.add(_entry("failed", charged, {"failures": counts}, t))
 
 
 def _entry(action: str, charged: list[str], details: dict, t: float) -> AuditEntry:
