@@ -67,16 +67,15 @@ def question_rows(predictor, root: Path, part: str, limit: int | None) -> list[d
                 return inter / union if union else 1.0
 
             decoded = predictor.decode(page.questions[q].text)
-            chosen = predictor.choose(decoded)
+            reading = predictor.read(decoded)
+            chosen = reading.chosen
             drawn = {
-                "answer": predictor.answer_mask(decoded, chosen)[0],
-                "mask": predictor.answer_mask(decoded, chosen, "mask")[0],
-                "words": predictor.answer_mask(decoded, chosen, "words")[0],
+                "answer": reading.answer_mask(chosen)[0],
+                "mask": reading.answer_mask(chosen, "mask")[0],
+                "words": reading.answer_mask(chosen, "words")[0],
             }
             got = {arm: iou(m) for arm, m in drawn.items()}
-            got["best candidate"] = max(
-                iou(predictor.answer_mask(decoded, c, "mask")[0]) for c in range(decoded.logits.shape[0])
-            )
+            got["best candidate"] = max(iou(reading.answer_mask(c, "mask")[0]) for c in range(decoded.logits.shape[0]))
             got["best drawn"] = max(got["best candidate"], got["words"], got["answer"])
             got["ceiling"] = question_ceiling(page, q, frame, size)
             rows.append({"kind": page.questions[q].qtype, **got})

@@ -40,7 +40,7 @@ def main() -> None:
     print("manual", json.dumps(result["manual"]), flush=True)
     for name, checkpoint, rules in model_arms(args):
         model = EngineModel(checkpoint).load()
-        model.predictor.click_rules = rules
+        model.predictor.policy.click_rules = rules
         runs = {
             "assisted": probe(cfg, model, pages, "assisted"),
             "assisted+refine": probe_refine(cfg, model, pages, "assisted"),

@@ -46,7 +46,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     predictor = DocumentPredictor.from_pretrained(args.checkpoint)
-    predictor.calibration = None  # every row's answer is then the mask path's; both paths are scored anyway
+    predictor.policy.calibration = None  # every row's answer is then the mask path's; both paths are scored anyway
     sets = [
         ("calib", args.calib, SplitConfig([], 0), "all", None),
         ("heldout", [args.heldout], SplitConfig(), "heldout", args.limit),
@@ -65,9 +65,9 @@ def main() -> None:
             "questions": len(rows[name]),
             "baseline": summary(rows[name], lambda x: x["baseline_iou"]),
         }
-        predictor.word_answers = False  # the mask alone: no word span where it covers no word
+        predictor.policy.word_answers = False  # the mask alone: no word span where it covers no word
         alone = evaluate(predictor, roots, split, part=part, limit=limit, progress=False, keep_rows=True)["rows"]
-        predictor.word_answers = True
+        predictor.policy.word_answers = True
         result["sets"][name]["mask_alone"] = summary(alone, lambda x: x["iou"])
     best, fitted = fit_words_threshold(rows["calib"])  # as docjepa calibrate chooses it
     result["calib_fit"] = {"mIoU_by_threshold": fitted, "mIoU_by_set": miou_by_set(rows["calib"]), "threshold": best}

@@ -307,13 +307,13 @@ def run(
             "reliability": reliability(scores, ious),
         }
         curves["IoU head as predicted"][name] = entry["reliability"]
-        if predictor.calibration is not None:
-            cal = predictor.calibration(np.asarray(scores))
+        if predictor.policy.calibration is not None:
+            cal = predictor.policy.calibration(np.asarray(scores))
             entry["calibrated"] = reliability(cal, ious)
-            entry["calibrated"]["fitted_on"] = predictor.calibration.fitted_on
-            known = cal >= predictor.calibration.threshold
+            entry["calibrated"]["fitted_on"] = predictor.policy.calibration.fitted_on
+            known = cal >= predictor.policy.calibration.threshold
             entry["known"] = {
-                "threshold": predictor.calibration.threshold,
+                "threshold": predictor.policy.calibration.threshold,
                 "fraction": float(known.mean()),
                 "iou_known": float(np.mean(np.asarray(ious)[known])) if known.any() else None,
                 "iou_unknown": float(np.mean(np.asarray(ious)[~known])) if (~known).any() else None,

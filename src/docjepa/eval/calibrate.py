@@ -75,7 +75,7 @@ def calibrate(
     if not 0.0 < threshold < 1.0:
         raise ValueError(f"threshold must lie in (0, 1), got {threshold}")
     predictor = DocumentPredictor.from_pretrained(checkpoint)
-    predictor.calibration = None  # fit on raw scores, whatever the model holds now
+    predictor.policy.calibration = None  # fit on raw scores, whatever the model holds now
     rows = calibration_rows(predictor, data, progress)
     scores = np.array([r["score"] for r in rows])
     ious = np.array([r["iou"] for r in rows])

@@ -115,13 +115,14 @@ def evaluate(
             size, frame = predictor.encoded.frame.mask_size, predictor.encoded.frame.frame  # page px → mask px
             answers = answer_masks(page, q, frame, size)
             texts = text_truths(page, q)
-            best = predictor.choose(decoded)
-            pred, _ = predictor.answer_mask(decoded, best)  # the chosen mask, snapped to the OCR words
+            reading = predictor.read(decoded)
+            best = reading.chosen
+            pred, _ = reading.answer_mask(best)  # the chosen mask, snapped to the OCR words
             m_parts = best_answer(pred, answers)
             model.add(question.qtype, *m_parts, question.template, text_score(page, pred, frame, texts))
             by_path = {}
             for name, scores in paths.items():
-                path_mask = predictor.answer_mask(decoded, best, name)[0]
+                path_mask = reading.answer_mask(best, name)[0]
                 by_path[name] = best_answer(path_mask, answers)
                 scores.add(question.qtype, *by_path[name], question.template, text_score(page, path_mask, frame, texts))
             bmask = box_mask(baseline_box(question.text, page.words), page, frame, size)
@@ -131,7 +132,7 @@ def evaluate(
                 rows.append(_row(question, float(decoded.scores[best]), m_parts, b_parts))
                 rows[-1]["anls"] = model.texts[-1]
                 rows[-1]["paths"] = {k: v[0] / v[1] if v[1] else 1.0 for k, v in by_path.items()}
-                rows[-1]["words_confidence"] = predictor.words_confidence(decoded)
+                rows[-1]["words_confidence"] = reading.words_confidence or 0.0
             if len(examples) < keep_examples:
                 examples.append(_example(page, question, pred, bmask, answers, frame))
             bar.update(1)

@@ -89,7 +89,7 @@ def click_curve(
                 )
                 place = predictor.encoded.frame
                 region = place.region()
-                answer, _ = predictor.answer_mask(decoded, predictor.choose(decoded))
+                answer, _ = predictor.read(decoded).answer_mask()
                 truths = answer_masks(page, q, place.frame, place.mask_size)
                 inter, union = best_answer(answer, truths)
                 if k in scores:

@@ -10,8 +10,9 @@ p = predictor.predict("What is the invoice number?", points=[(412, 88)], point_l
                                                # corrected: the word at (412, 88) is not the answer (apply_clicks)
 
 An answer depends only on the page's encoding (``set_page``; :attr:`DocumentPredictor.encoded`, which a caller may
-keep and restore with ``set_encoded``) and the arguments of the call: ``decode`` returns everything the answer
-functions need (:class:`Decoded`), and nothing of one question is kept for the next.
+keep and restore with ``set_encoded``) and the arguments of the call: ``decode`` returns everything an answer needs
+(:class:`Decoded`), the predictor's answer policy reads it (``predictor.read(decoded)``, a
+:class:`~docjepa.inference.answer_policy.Reading`), and nothing of one question is kept for the next.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
@@ -30,52 +30,32 @@ from ..data.collate import CollateConfig, DocumentCollator
 from ..data.frame import PageFrame
 from ..data.prompt import PromptBuilder, QuestionPrompt
 from ..data.reader import reader_batch
-from ..data.record import Page, Word, union_box
-from .clicks import apply_clicks, boxes_mask, line_boxes
-from .mask_choice import FULL_PAGE, SNAP_AGREEMENT, choose_mask, coverage, snap_to_words, words_box
-from .word_answer import WORD_LOGIT, choose_path, span_confidence, word_logits, word_span
+from ..data.record import Page, Word
+from .answer_policy import Answer, AnswerPolicy, Reading
+from .clicks import boxes_mask, line_boxes
+from .decoded import Decoded, EncodedPage
+from .mask_choice import FULL_PAGE, SNAP_AGREEMENT, choose_mask, snap_to_words, words_box
+from .word_answer import WORD_LOGIT, word_logits, word_span
 
 __all__ = [
     "FULL_PAGE",
     "SNAP_AGREEMENT",
     "WORD_LOGIT",
+    "Answer",
+    "AnswerPolicy",
+    "Decoded",
     "DocumentPredictor",
+    "EncodedPage",
     "Prediction",
+    "Reading",
+    "boxes_mask",
     "choose_mask",
+    "line_boxes",
     "snap_to_words",
     "word_logits",
     "word_span",
     "words_box",
 ]
-
-
-@dataclass(frozen=True)
-class EncodedPage:
-    """A page as :meth:`DocumentPredictor.set_page` encoded it: all an answer needs besides its prompt."""
-
-    page: Page
-    encoding: Any
-    """The model's ``PageEncoding`` (fused image and text embeddings)."""
-    word_index: torch.Tensor
-    """(L,) the OCR word of each text token (−1: a special token)."""
-    frame: PageFrame
-    """Where the page lies in the model's square frame."""
-
-
-@dataclass(frozen=True)
-class Decoded:
-    """The decoder's output for one prompt on one encoded page: what the answer functions read."""
-
-    logits: torch.Tensor
-    """(N, M, M) mask logits in the square frame."""
-    scores: torch.Tensor
-    """(N,) predicted IoU of each candidate."""
-    token_logits: torch.Tensor | None = None
-    """(L,) the word decoder's logit of each text token (None: the model has none)."""
-    lexical_box: tuple[float, float, float, float] | None = None
-    """The OCR matcher's box (page pixels) that was the mask prompt (None: none)."""
-    clicks: tuple[np.ndarray, list[int], np.ndarray | None] | None = None
-    """The prompt's points (P, 2) in page pixels, their labels and the mask they corrected (None: no points)."""
 
 
 @dataclass
@@ -95,7 +75,7 @@ class Prediction:
     """The box around the answer's words in page pixels (None: the mask was kept as the decoder drew it)."""
     answer_lines: list[tuple[float, float, float, float]] | None = None
     """The answer's words as one box per line (page pixels): the box itself when the mask was snapped, the lines of
-    the word decoder's words when the answer came from them (see :meth:`DocumentPredictor.answer_mask`)."""
+    the word decoder's words when the answer came from them (see :meth:`Reading.answer_lines`)."""
 
     best: int = 0
     """Index of the chosen candidate: the highest predicted IoU among informative masks (see :func:`choose_mask`)."""
@@ -110,9 +90,15 @@ class Prediction:
     calibration's map for word answers) does."""
     path: str = "mask"
     """How the question was answered: ``mask`` (candidate ``best``, snapped) or ``words`` (the word decoder's span,
-    ``answer_lines``; see ``DocumentPredictor.answer_path``)."""
+    ``answer_lines``; see :attr:`AnswerPolicy.answer_path`)."""
     words_confidence: float | None = None
     """The probability the word decoder gives its most likely word (None: the model has no word decoder)."""
+    text: str = ""
+    """The answer's words (their centres under ``answer``) in reading order, joined by spaces."""
+    words: list[int] | None = None
+    """The indices of those words in the page's OCR words."""
+    expected_iou: float | None = None
+    """The IoU the answer can be expected to reach (:attr:`Answer.expected_iou`; None: not calibrated)."""
 
     def ranked(self) -> list[int]:
         """Candidate indices, the chosen one first, then by predicted IoU."""
@@ -137,20 +123,12 @@ class DocumentPredictor:
         click_rules: bool = True,
         answer_path: str = "auto",
     ) -> None:
-        """``snap``: the ``min_agreement`` with which answers are snapped to the OCR words (None: never);
-        ``calibration``: a :class:`~docjepa.inference.calibration.Calibration` (``from_pretrained`` loads the
-        model's own);
-        ``word_answers``: when the chosen mask covers no word's centre, answer with the words the word
-        decoder picks (see :meth:`answer_lines`); ``click_rules``: make answers agree with the clicks in the prompt
-        (:func:`apply_clicks`; False: the model's own answer to them); ``answer_path``: ``mask``, ``words`` or
-        ``auto`` (the default: words where the word decoder is as sure as the calibration's threshold asks, else
-        the mask; the mask path when the model has no such threshold), whether a question is answered by the mask
-        decoder or by the word span (:data:`~docjepa.inference.word_answer.ANSWER_PATHS`)."""
-        choose_path(answer_path, None)  # checks the name
-        self.answer_path = answer_path
-        self.word_answers = word_answers
-        self.click_rules = click_rules
-        self.calibration = calibration
+        """The model, its tokenizers and the page reader's limits; the other arguments are the settings of the
+        predictor's :class:`AnswerPolicy` (see its fields): ``snap``, the ``min_agreement`` of snapping to the OCR
+        words (None: never); ``calibration`` (``from_pretrained`` loads the model's own); ``word_answers``;
+        ``click_rules``; ``answer_path`` (``mask``, ``words`` or ``auto``, the default)."""
+        self.policy = AnswerPolicy(snap, calibration, word_answers, click_rules, answer_path)
+        """How answers are made from the decoder's candidates (its settings are the arguments above)."""
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         self.model = model.to(self.device).eval()
         self.tokenizer, self.qtok = tokenizer, question_tokenizer or tokenizer
@@ -160,7 +138,6 @@ class DocumentPredictor:
             CollateConfig(image_size=self.size, mask_size=model.config.mask_size, max_tokens=max_tokens),
             self.qtok if getattr(model.config, "page_reader", False) else None,
         )
-        self.snap = snap
         self.prompts = PromptBuilder(
             tokenizer, self.qtok, max_question_tokens, model.config.mask_size, model.config.lexical_prior
         )
@@ -310,117 +287,10 @@ class DocumentPredictor:
         )
 
     # ----------------------------------------------------------------- answers
-    def choose(self, decoded: Decoded) -> int:
-        """The candidate :func:`choose_mask` picks on the current page."""
-        return choose_mask(decoded.logits, decoded.scores, self._current().frame.region())
-
-    def answer_mask(
-        self, decoded: Decoded, best: int | None = None, path: str | None = None
-    ) -> tuple[np.ndarray, tuple[float, float, float, float] | None]:
-        """The answer in the square frame (M, M) bool, and the box around its words in page pixels (None: the mask
-        as the decoder drew it). See :meth:`answer_lines` for how it is made."""
-        mask, lines = self.answer_lines(decoded, best, path)
-        return mask, (union_box(lines) if lines else None)
-
-    def answer_lines(
-        self, decoded: Decoded, best: int | None = None, path: str | None = None
-    ) -> tuple[np.ndarray, list[tuple[float, float, float, float]] | None]:
-        """The answer in the square frame (M, M) bool, and its words as one page-pixel box per line (None: the mask
-        was kept as the decoder drew it).
-
-        When ``path`` (default: the predictor's ``answer_path``) says the question is answered by words
-        (:meth:`path`) and ``best`` is None or the chosen candidate, the answer is the word span
-        (:meth:`word_answer`). Otherwise candidate ``best`` (default: the one :func:`choose_mask` picks), snapped to
-        the OCR words it covers (:func:`snap_to_words`). When the chosen candidate covers no word's centre at all (a
-        speck beside a page number, a blob between two lines; with clicks in the prompt: whenever it is not
-        snapped) and the word decoder's logits are at hand, the answer is the word decoder's span
-        (:func:`word_span`), drawn line by line: a few words are too small for the decoder's mask pixels, not for its
-        per-token logits. Only the page's part of the frame counts: the letterbox padding
-        around it is never part of an answer. When the chosen candidate covers the whole page (:data:`FULL_PAGE`;
-        it is chosen only when every candidate does), the model has no answer and the mask is empty.
-
-        When the prompt held points (a person's clicks), the answer is then made to agree with them
-        (:func:`apply_clicks`): a click on a word is a plain statement about that word."""
-        mask, lines = self._model_answer(decoded, best, path)
-        if decoded.clicks is None or not self.click_rules:
-            return mask, lines
-        enc = self._current()
-        return apply_clicks(mask, lines, enc.page, enc.frame.frame, *decoded.clicks)
-
-    def path(self, decoded: Decoded, path: str | None = None) -> str:
-        """``words`` or ``mask``: how ``decoded`` is answered under ``path`` (default: the predictor's
-        ``answer_path``; see :func:`~docjepa.inference.word_answer.choose_path`)."""
-        enc = self._current()
-        logits = None
-        if decoded.token_logits is not None:
-            logits = word_logits(decoded.token_logits, enc.word_index, len(enc.page.words))
-        threshold = getattr(self.calibration, "words_threshold", None)
-        return choose_path(path or self.answer_path, logits, threshold)
-
-    def words_confidence(self, decoded: Decoded) -> float:
-        """The probability the word decoder gives its most likely word on the current page (0: no word logits)."""
-        if decoded.token_logits is None:
-            return 0.0
-        enc = self._current()
-        return span_confidence(word_logits(decoded.token_logits, enc.word_index, len(enc.page.words)))
-
-    def word_answer(self, decoded: Decoded) -> tuple[np.ndarray, list[tuple[float, float, float, float]] | None]:
-        """The word span (:func:`~docjepa.inference.word_answer.word_span`) in the square frame (M, M) bool, and its
-        words as one page-pixel box per line (None, with an empty mask: the model has no word logits)."""
-        enc = self._current()
-        size = decoded.logits.shape[-1]
-        if decoded.token_logits is None:
-            return np.zeros((size, size), dtype=bool), None
-        span = word_span(word_logits(decoded.token_logits, enc.word_index, len(enc.page.words)), enc.page)
-        if not span:
-            return np.zeros((size, size), dtype=bool), None
-        lines = line_boxes(enc.page, span)
-        return boxes_mask(lines, enc.page, enc.frame.frame, size), lines
-
-    def _model_answer(
-        self, decoded: Decoded, best: int | None = None, path: str | None = None
-    ) -> tuple[np.ndarray, list[tuple[float, float, float, float]] | None]:
-        """:meth:`answer_lines` before the clicks are applied."""
-        enc, logits = self._current(), decoded.logits
-        frame, region = enc.frame.frame, enc.frame.region()
-        chosen = choose_mask(logits, decoded.scores, region)
-        if best in (None, chosen) and decoded.clicks is None and self.path(decoded, path) == "words":
-            mask, lines = self.word_answer(decoded)
-            if lines:
-                return mask, lines
-        best = chosen if best is None else best
-        if coverage(logits[best : best + 1], region)[0] >= FULL_PAGE:  # every candidate is the whole page: no answer
-            return np.zeros_like(region), None
-        mask = (logits[best] > 0).cpu().numpy() & region
-        box = None
-        if self.snap is not None:
-            mask, box = snap_to_words(mask, enc.page, frame, self.snap)
-        if box is not None:
-            return mask, [box]
-        # A region over words stays a region when the question stands alone; with clicks, the click rules work on
-        # words (a click on blank page stretches a word answer there), so any mask left as drawn gives way to them.
-        region = decoded.clicks is None and words_box(mask, enc.page, frame) is not None
-        if self.word_answers and best == chosen and decoded.token_logits is not None and not region:
-            words, lines = self.word_answer(decoded)
-            if lines:
-                return words, lines
-        return mask, None
-
-    def page_answer(
-        self, decoded: Decoded, best: int, masks: np.ndarray | None = None
-    ) -> tuple[np.ndarray, list[tuple[float, float, float, float]] | None]:
-        """:meth:`answer_lines` at the page's resolution (H, W): its words' line boxes drawn there, or else candidate
-        ``best`` at the page's resolution (``masks``: the candidates at page resolution, when already made)."""
-        enc = self._current()
-        page = enc.page
-        small, lines = self.answer_lines(decoded, best)
-        if lines:  # the words' boxes, drawn at the page's resolution as answers are drawn
-            return boxes_mask(lines, page, 1.0, max(page.height, page.width))[: page.height, : page.width], lines
-        if not small.any():
-            return np.zeros((page.height, page.width), dtype=bool), None
-        if masks is None:
-            return enc.frame.to_page(small), None
-        return masks[best], None
+    def read(self, decoded: Decoded) -> Reading:
+        """``decoded`` on the current page under the predictor's answer policy (:class:`AnswerPolicy`): the chosen
+        candidate, the answer in the frame or at page resolution, its words and confidence."""
+        return self.policy.read(self._current(), decoded)
 
     def predict(
         self, question: str | None = None, *, points=None, point_labels=None, box=None, mask=None, multimask=True
@@ -430,31 +300,22 @@ class DocumentPredictor:
         decoded = self.decode(
             question, points=points, point_labels=point_labels, box=box, mask=mask, multimask=multimask
         )
-        enc = self._current()
-        masks = (enc.frame.upsample(decoded.logits) > 0).cpu().numpy()
-        best = self.choose(decoded)
-        answer, lines = self.page_answer(decoded, best, masks)
-        raw = decoded.scores.cpu().numpy()
-        conf = np.asarray(self.calibration(raw), dtype=np.float32) if self.calibration is not None else None
-        path = self.path(decoded) if decoded.clicks is None and lines else "mask"
-        words_conf = None if decoded.token_logits is None else self.words_confidence(decoded)
-        known = None
-        if conf is not None:  # an empty answer is never known
-            expected = float(conf[best])
-            if path == "words" and words_conf is not None and self.calibration.words(words_conf) is not None:
-                expected = self.calibration.words(words_conf)
-            known = bool(answer.any() and expected >= self.calibration.threshold)
+        masks = (self._current().frame.upsample(decoded.logits) > 0).cpu().numpy()
+        answer = self.read(decoded).answer(masks)
         return Prediction(
             logits=decoded.logits.cpu(),
-            scores=raw,
+            scores=decoded.scores.cpu().numpy(),
             masks=masks,
-            answer=answer,
-            answer_box=union_box(lines) if lines else None,
-            answer_lines=lines,
-            best=best,
+            answer=answer.mask,
+            answer_box=answer.box,
+            answer_lines=answer.lines,
+            best=answer.best,
             lexical_box=decoded.lexical_box,
-            confidence=conf,
-            known=known,
-            path=path,
-            words_confidence=words_conf,
+            confidence=answer.confidence,
+            known=answer.known,
+            path=answer.path,
+            words_confidence=answer.words_confidence,
+            text=answer.text,
+            words=answer.words,
+            expected_iou=answer.expected_iou,
         )

@@ -133,7 +133,7 @@ def test_calibrate_and_predict_show_confidence(pdfs, model, tmp_path):
     assert paths["mIoU_by_threshold"][cal.words_threshold] == max(paths["mIoU_by_threshold"].values())
     assert cal.words_knots and np.all(np.diff(cal.words_values) >= -1e-12)
     predictor = DocumentPredictor.from_pretrained(model)
-    assert predictor.calibration is not None
+    assert predictor.policy.calibration is not None
 
     res = predict_file(model, "What is the title?", tmp_path / "pred" / "t", load_page(pdf=pdfs / "gadget.pdf", dpi=72))
     assert [c["rank"] for c in res["candidates"]] == [1, 2, 3]
@@ -146,14 +146,14 @@ def test_calibrate_and_predict_show_confidence(pdfs, model, tmp_path):
     assert overlay.height > res["height"]  # the band with the question and the candidates' scores
 
     # A calibration that expects little makes the model say it does not know; one that expects much, that it does.
-    predictor.calibration = Calibration([0.0, 1.0], [0.0, 0.1])
+    predictor.policy.calibration = Calibration([0.0, 1.0], [0.0, 0.1])
 
     predictor.set_page(load_page(pdf=pdfs / "gadget.pdf", dpi=72))
     assert predictor.predict("What is the title?").known is False
-    predictor.calibration = Calibration([0.0, 1.0], [0.9, 1.0])
+    predictor.policy.calibration = Calibration([0.0, 1.0], [0.9, 1.0])
     p = predictor.predict("What is the title?")
     assert p.known is bool(p.answer.any())
-    predictor.calibration = None
+    predictor.policy.calibration = None
     assert predictor.predict("What is the title?").known is None
 
 

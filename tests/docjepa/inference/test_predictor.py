@@ -126,9 +126,9 @@ def test_predictor_answer_is_the_chosen_mask_snapped_to_words(docs, tok):
         chosen = (logits[choose_mask(logits, scores, region)] > 0).numpy() & region  # the padding is cut off
         if chosen.sum() >= FULL_PAGE * region.sum():
             chosen = np.zeros_like(chosen)  # every candidate covers the page: no answer
-        mask, box = raw.answer_mask(decoded)
+        mask, box = raw.read(decoded).answer_mask()
         assert box is None and np.array_equal(mask, chosen)
-        mask, box = snapping.answer_mask(decoded)
+        mask, box = snapping.read(decoded).answer_mask()
         expected, expected_box = snap_to_words(chosen, page, frame, 0.0)
         assert box == expected_box and np.array_equal(mask, expected)
         pred = snapping.predict(q.text)
@@ -146,13 +146,13 @@ def test_predictor_answer_is_the_chosen_mask_snapped_to_words(docs, tok):
     # Every candidate covering the whole page: no answer (an empty mask, nothing snapped).
     everything = torch.ones(3, 128, 128)
     for p in (raw, snapping):
-        mask, box = p.answer_mask(Decoded(everything, torch.tensor([0.5, 0.6, 0.7])))
+        mask, box = p.read(Decoded(everything, torch.tensor([0.5, 0.6, 0.7]))).answer_mask()
         assert box is None and mask.shape == (128, 128) and not mask.any()
     # A whole-page candidate is passed over for a smaller one even when it scores higher.
     part = everything.clone()
     part[1] = -1.0
     part[1, 10:14, 20:40] = 1.0
-    mask, _ = raw.answer_mask(Decoded(part, torch.tensor([0.9, 0.2, 0.8])))
+    mask, _ = raw.read(Decoded(part, torch.tensor([0.9, 0.2, 0.8]))).answer_mask()
     assert mask.sum() == 4 * 20 and mask[10:14, 20:40].all()
 
 
@@ -197,7 +197,7 @@ def test_predictor_answers_with_the_word_decoders_words_when_the_mask_misses(doc
     fake = torch.full_like(tokens, -4.0)
     fake[torch.isin(word_index, torch.tensor(wanted))] = 3.0
     decoded = Decoded(logits, scores, token_logits=fake)
-    mask, box = predictor.answer_mask(decoded)
+    mask, box = predictor.read(decoded).answer_mask()
     lines = line_boxes(page, wanted)
     np.testing.assert_array_equal(mask, boxes_mask(lines, page, frame, 128))
     assert box == (
@@ -206,22 +206,22 @@ def test_predictor_answers_with_the_word_decoders_words_when_the_mask_misses(doc
         max(b[2] for b in lines),
         max(b[3] for b in lines),
     )
-    full, got = predictor.page_answer(decoded, 0)
+    full, got = predictor.read(decoded).page_answer(0)
     assert got == lines and full.shape == (page.height, page.width) and full.sum() > mask.sum()
     # Another candidate than the chosen one keeps its own mask; so does a predictor told not to use words.
-    other, none = predictor.answer_mask(decoded, best=1)
+    other, none = predictor.read(decoded).answer_mask(best=1)
     assert none is None and not other.any()
-    predictor.word_answers = False
-    kept, none = predictor.answer_mask(decoded)
+    predictor.policy.word_answers = False
+    kept, none = predictor.read(decoded).answer_mask()
     assert none is None and kept.sum() == 1
     # A mask on the words is snapped to them, whatever the word decoder says.
-    predictor.word_answers = True
+    predictor.policy.word_answers = True
     w = page.words[-1]
     on = torch.full((3, 128, 128), -5.0)
     y0, y1 = int(w.box[1] * frame), int(w.box[3] * frame) + 1
     x0, x1 = int(w.box[0] * frame), int(w.box[2] * frame) + 1
     on[0, y0:y1, x0:x1] = 5.0
-    _, snapped = predictor.answer_mask(Decoded(on, scores, token_logits=fake))
+    _, snapped = predictor.read(Decoded(on, scores, token_logits=fake)).answer_mask()
     assert snapped is not None and snapped[0] <= w.box[0] and snapped[2] >= w.box[2]
     assert snapped != box
 
@@ -253,17 +253,17 @@ def test_predictor_answers_agree_with_the_clicks_it_was_given(docs, tok):
     predictor, page = _on_first_page(docs, tok)
     frame = predictor.encoded.frame.frame
     question = page.questions[0].text
-    plain, _ = predictor.answer_mask(predictor.decode(question))
+    plain, _ = predictor.read(predictor.decode(question)).answer_mask()
     chosen = set(words_under(page.word_boxes(), plain, frame))
     off = next(i for i in range(len(page.words)) if i not in chosen)
     w = page.words[off]
     centre = ((w.box[0] + w.box[2]) / 2, (w.box[1] + w.box[3]) / 2)
     decoded = predictor.decode(question, points=[centre], point_labels=[1])
-    assert off in words_under(page.word_boxes(), predictor.answer_mask(decoded)[0], frame)
+    assert off in words_under(page.word_boxes(), predictor.read(decoded).answer_mask()[0], frame)
     decoded = predictor.decode(question, points=[centre], point_labels=[0])
-    assert off not in words_under(page.word_boxes(), predictor.answer_mask(decoded)[0], frame)
+    assert off not in words_under(page.word_boxes(), predictor.read(decoded).answer_mask()[0], frame)
     for k in range(decoded.logits.shape[0]):  # every candidate the engine offers agrees with the click
-        full, _ = predictor.page_answer(decoded, k)
+        full, _ = predictor.read(decoded).page_answer(k)
         y, x = int(centre[1]), int(centre[0])
         assert not full[y, x]
     assert predictor.decode(question).clicks is None  # a question alone: no clicks remembered from before
@@ -305,17 +305,18 @@ def test_answer_path_words_auto_and_mask(docs, tok):
     span = word_span(word_logits(fake, word_index, len(page.words)), page)
     assert span == [0]
     as_words = boxes_mask(line_boxes(page, span), page, frame, 128)
-    np.testing.assert_array_equal(predictor.answer_mask(decoded, path="words")[0], as_words)
-    masked, box = predictor.answer_mask(decoded, path="mask")
+    np.testing.assert_array_equal(predictor.read(decoded).answer_mask(path="words")[0], as_words)
+    masked, box = predictor.read(decoded).answer_mask(path="mask")
     assert box is not None and box[0] <= w.box[0] and not (masked & as_words).all()
     # auto: words only with a fitted threshold the word decoder's confidence (sigmoid(3) = 0.95) reaches.
-    assert predictor.answer_path == "auto" and predictor.path(decoded) == "mask"  # no calibration: the mask
-    predictor.calibration = Calibration([0.0, 1.0], [0.0, 1.0], words_threshold=0.9)
-    assert predictor.path(decoded) == "words"
-    np.testing.assert_array_equal(predictor.answer_mask(decoded)[0], as_words)
-    predictor.calibration.words_threshold = 0.99
-    assert predictor.path(decoded) == "mask"
+    assert predictor.policy.answer_path == "auto"
+    assert predictor.read(decoded).path() == "mask"  # no calibration: the mask
+    predictor.policy.calibration = Calibration([0.0, 1.0], [0.0, 1.0], words_threshold=0.9)
+    assert predictor.read(decoded).path() == "words"
+    np.testing.assert_array_equal(predictor.read(decoded).answer_mask()[0], as_words)
+    predictor.policy.calibration.words_threshold = 0.99
+    assert predictor.read(decoded).path() == "mask"
     # Another candidate than the chosen one is that candidate, whatever the path.
-    assert not predictor.answer_mask(decoded, best=1, path="words")[0].any()
+    assert not predictor.read(decoded).answer_mask(best=1, path="words")[0].any()
     with pytest.raises(ValueError, match="answer path"):
         DocumentPredictor(predictor.model, tok, device="cpu", answer_path="span")

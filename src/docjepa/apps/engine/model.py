@@ -246,5 +246,6 @@ def candidate_masks(predictor, page: Page, question: str, points=None, labels=No
 
 def snapped(predictor, decoded):
     """(logits, scores, best, masks) of one decoder output: each candidate snapped to its words at page size."""
-    full = [predictor.page_answer(decoded, k)[0] for k in range(decoded.logits.shape[0])]
-    return decoded.logits, decoded.scores, predictor.choose(decoded), full
+    reading = predictor.read(decoded)
+    full = [reading.page_answer(k)[0] for k in range(decoded.logits.shape[0])]
+    return decoded.logits, decoded.scores, reading.chosen, full

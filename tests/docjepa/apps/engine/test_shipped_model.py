@@ -29,7 +29,7 @@ def test_the_engine_proposes_with_the_shipped_model_and_fine_tunes_a_successor(t
     # The same answer as the shipped model loaded with no path (what `docjepa predict` uses).
     direct = DocumentPredictor.from_pretrained(device="cpu")
     direct.set_page(page)
-    assert proposal.best == direct.choose(direct.decode(page.questions[0].text))
+    assert proposal.best == direct.read(direct.decode(page.questions[0].text)).chosen
     successor = model.fine_tune(docs / "d", tmp_path / "ft", steps=2, threads=1)
     again = EngineModel(successor, device="cpu")
     assert again.version.startswith("ft:") and again.propose(page, page.questions[0].text).masks

@@ -1,0 +1,213 @@
+"""From the decoder's candidates to an answer: which candidate, the mask or the word span, snapped to the OCR words,
+made to agree with clicks, its text, and how far to trust it.
+
+The predictor encodes and decodes (:mod:`docjepa.inference.predictor`); this module answers. An
+:class:`AnswerPolicy` holds the settings (snapping, word answers, click rules, the answer path, the calibration);
+:meth:`AnswerPolicy.read` gives a :class:`Reading` of one decoder output on one encoded page, which computes each
+thing an answer needs (the chosen candidate, the words' logits, the word span, the path) once, however many of the
+answer's forms a caller asks for. The CLI, the evaluation and the data engine read answers through it, so that an
+answer is made by one set of rules wherever it is shown.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+import torch
+
+from ..data.record import union_box, words_under
+from .clicks import apply_clicks, boxes_mask, line_boxes
+from .decoded import Decoded, EncodedPage
+from .mask_choice import FULL_PAGE, SNAP_AGREEMENT, choose_mask, coverage, snap_to_words, words_box
+from .word_answer import choose_path, span_confidence, word_logits, word_span
+
+Box = tuple[float, float, float, float]
+
+
+@dataclass
+class AnswerPolicy:
+    """How answers are made from the decoder's candidates."""
+
+    snap: float | None = SNAP_AGREEMENT
+    """The ``min_agreement`` with which a mask is snapped to the box of the OCR words it covers (None: never)."""
+    calibration: object | None = None
+    """A :class:`~docjepa.inference.calibration.Calibration` (the model's own, beside its weights), or None."""
+    word_answers: bool = True
+    """When the chosen mask covers no word's centre, answer with the word decoder's span."""
+    click_rules: bool = True
+    """Make answers agree with the clicks in the prompt (:func:`apply_clicks`; False: the model's own answer)."""
+    answer_path: str = "auto"
+    """``mask``, ``words`` or ``auto`` (see :data:`~docjepa.inference.answer_paths.ANSWER_PATHS`)."""
+
+    def __post_init__(self) -> None:
+        choose_path(self.answer_path, None)  # checks the name
+
+    def read(self, encoded: EncodedPage, decoded: Decoded) -> Reading:
+        """One decoder output on one encoded page, read under this policy."""
+        return Reading(self, encoded, decoded)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The answer to one prompt on one page."""
+
+    best: int
+    """The candidate the answer comes from (:func:`choose_mask`)."""
+    mask: np.ndarray
+    """(H, W) bool at the page's resolution; empty when the model has no answer."""
+    lines: list[Box] | None
+    """The answer's words as one page-pixel box per line (None: the mask as the decoder drew it)."""
+    path: str
+    """``words`` (the word decoder's span) or ``mask`` (candidate ``best``, snapped)."""
+    words: list[int]
+    """The OCR words the answer covers (their centres under ``mask``), in reading order."""
+    text: str
+    """Those words' text, joined by spaces ("" when it covers none)."""
+    confidence: np.ndarray | None
+    """(N,) the IoU each candidate can be expected to reach (None: the model is not calibrated)."""
+    expected_iou: float | None
+    """The IoU the answer can be expected to reach: its candidate's, or for a word answer the word decoder's
+    confidence through the calibration's map for word answers, where it has one (None: not calibrated)."""
+    known: bool | None
+    """Whether ``expected_iou`` reaches the calibration's threshold (an empty answer is never known)."""
+    words_confidence: float | None
+    """The probability the word decoder gives its most likely word (None: the model has no word decoder)."""
+
+    @property
+    def box(self) -> Box | None:
+        """The box around the answer's word lines (None: a drawn mask, or no answer)."""
+        return union_box(self.lines) if self.lines else None
+
+
+class Reading:
+    """One decoder output (:class:`Decoded`) on one encoded page under an :class:`AnswerPolicy`; every quantity is
+    computed when first asked and kept for the other forms of the same answer."""
+
+    def __init__(self, policy: AnswerPolicy, encoded: EncodedPage, decoded: Decoded) -> None:
+        self.policy, self.encoded, self.decoded = policy, encoded, decoded
+
+    @cached_property
+    def region(self) -> np.ndarray:
+        """The page's part of the square frame (the letterbox padding is never part of an answer)."""
+        return self.encoded.frame.region()
+
+    @cached_property
+    def chosen(self) -> int:
+        """The candidate :func:`choose_mask` picks."""
+        return choose_mask(self.decoded.logits, self.decoded.scores, self.region)
+
+    @cached_property
+    def word_logits(self) -> torch.Tensor | None:
+        """(words,) each OCR word's answer logit (None: the model has no word decoder)."""
+        if self.decoded.token_logits is None:
+            return None
+        return word_logits(self.decoded.token_logits, self.encoded.word_index, len(self.encoded.page.words))
+
+    @cached_property
+    def words_confidence(self) -> float | None:
+        """The probability the word decoder gives its most likely word (None: no word decoder)."""
+        return None if self.word_logits is None else span_confidence(self.word_logits)
+
+    def path(self, path: str | None = None) -> str:
+        """``words`` or ``mask``: how the question is answered under ``path`` (default: the policy's)."""
+        threshold = getattr(self.policy.calibration, "words_threshold", None)
+        return choose_path(path or self.policy.answer_path, self.word_logits, threshold)
+
+    @cached_property
+    def word_answer(self) -> tuple[np.ndarray, list[Box] | None]:
+        """The word span (:func:`word_span`) in the square frame (M, M) bool, and its words as one page-pixel box
+        per line (None, with an empty mask: no word logits, or no word has one)."""
+        enc, size = self.encoded, self.decoded.logits.shape[-1]
+        span = [] if self.word_logits is None else word_span(self.word_logits, enc.page)
+        if not span:
+            return np.zeros((size, size), dtype=bool), None
+        lines = line_boxes(enc.page, span)
+        return boxes_mask(lines, enc.page, enc.frame.frame, size), lines
+
+    def answer_lines(self, best: int | None = None, path: str | None = None) -> tuple[np.ndarray, list[Box] | None]:
+        """The answer in the square frame (M, M) bool, and its words as one page-pixel box per line (None: the mask
+        was kept as the decoder drew it).
+
+        When ``path`` says the question is answered by words and ``best`` is None or the chosen candidate, the
+        answer is the word span. Otherwise candidate ``best`` (default: the chosen one), snapped to the OCR words
+        it covers (:func:`snap_to_words`). When the chosen candidate covers no word's centre (a speck beside a page
+        number, a blob between two lines; with clicks: whenever it is not snapped) and the word decoder has logits,
+        the answer is the word span, drawn line by line: a few words are too small for the decoder's mask pixels,
+        not for its per-token logits. When the chosen candidate covers the whole page (:data:`FULL_PAGE`; chosen
+        only when every candidate does), the model has no answer and the mask is empty. With points in the prompt
+        (a person's clicks), the answer is then made to agree with them (:func:`apply_clicks`)."""
+        mask, lines = self._model_answer(best, path)
+        clicks = self.decoded.clicks
+        if clicks is None or not self.policy.click_rules:
+            return mask, lines
+        return apply_clicks(mask, lines, self.encoded.page, self.encoded.frame.frame, *clicks)
+
+    def answer_mask(self, best: int | None = None, path: str | None = None) -> tuple[np.ndarray, Box | None]:
+        """The answer in the square frame (M, M) bool, and the box around its words in page pixels (None: the mask
+        as the decoder drew it); see :meth:`answer_lines`."""
+        mask, lines = self.answer_lines(best, path)
+        return mask, (union_box(lines) if lines else None)
+
+    def _model_answer(self, best: int | None, path: str | None) -> tuple[np.ndarray, list[Box] | None]:
+        enc, logits, clicks = self.encoded, self.decoded.logits, self.decoded.clicks
+        if best in (None, self.chosen) and clicks is None and self.path(path) == "words":
+            mask, lines = self.word_answer
+            if lines:
+                return mask, lines
+        best = self.chosen if best is None else best
+        if coverage(logits[best : best + 1], self.region)[0] >= FULL_PAGE:  # every candidate is the page: no answer
+            return np.zeros_like(self.region), None
+        mask = (logits[best] > 0).cpu().numpy() & self.region
+        box = None
+        if self.policy.snap is not None:
+            mask, box = snap_to_words(mask, enc.page, enc.frame.frame, self.policy.snap)
+        if box is not None:
+            return mask, [box]
+        # A region over words stays a region when the question stands alone; with clicks, the click rules work on
+        # words (a click on blank page stretches a word answer there), so any mask left as drawn gives way to them.
+        over_words = clicks is None and words_box(mask, enc.page, enc.frame.frame) is not None
+        if self.policy.word_answers and best == self.chosen and self.word_logits is not None and not over_words:
+            words, lines = self.word_answer
+            if lines:
+                return words, lines
+        return mask, None
+
+    def page_answer(self, best: int, masks: np.ndarray | None = None) -> tuple[np.ndarray, list[Box] | None]:
+        """:meth:`answer_lines` at the page's resolution (H, W): its words' line boxes drawn there, or else candidate
+        ``best`` at the page's resolution (``masks``: the candidates at page resolution, when already made)."""
+        page = self.encoded.page
+        small, lines = self.answer_lines(best)
+        if lines:  # the words' boxes, drawn at the page's resolution as answers are drawn
+            return boxes_mask(lines, page, 1.0, max(page.height, page.width))[: page.height, : page.width], lines
+        if not small.any():
+            return np.zeros((page.height, page.width), dtype=bool), None
+        return (self.encoded.frame.to_page(small) if masks is None else masks[best]), None
+
+    def answer(self, masks: np.ndarray | None = None) -> Answer:
+        """The answer (from the chosen candidate) with its words, text and confidence."""
+        best, page, cal = self.chosen, self.encoded.page, self.policy.calibration
+        mask, lines = self.page_answer(best, masks)
+        raw = self.decoded.scores.cpu().numpy()
+        conf = np.asarray(cal(raw), dtype=np.float32) if cal is not None else None
+        path = self.path() if self.decoded.clicks is None and lines else "mask"
+        expected = known = None
+        if conf is not None:
+            expected = float(conf[best])
+            if path == "words" and self.words_confidence is not None and cal.words(self.words_confidence) is not None:
+                expected = float(cal.words(self.words_confidence))
+            known = bool(mask.any() and expected >= cal.threshold)
+        words = words_under(page.word_boxes(), mask) if mask.any() else []
+        return Answer(
+            best=best,
+            mask=mask,
+            lines=lines,
+            path=path,
+            words=words,
+            text=" ".join(page.words[i].text for i in words),
+            confidence=conf,
+            expected_iou=expected,
+            known=known,
+            words_confidence=self.words_confidence,
+        )

@@ -1,0 +1,83 @@
+"""The answer policy: one reading per question, each quantity computed once, the answer's words and text."""
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("transformers")
+
+from docjepa.data.record import words_under
+from docjepa.data.shards import DocumentDataset
+from docjepa.inference import answer_policy
+from docjepa.inference.calibration import Calibration
+from docjepa.inference.predictor import AnswerPolicy, Decoded, DocumentPredictor
+from docjepa.modeling import build_config
+from docjepa.modeling.segmentation import DocJepaForSegmentation
+
+
+@pytest.fixture
+def predictor(docs, tok):
+    torch.manual_seed(0)
+    p = DocumentPredictor(DocJepaForSegmentation(build_config("tiny", len(tok))), tok, device="cpu")
+    p.set_page(DocumentDataset(docs / "d")[0])
+    return p
+
+
+def _counting(monkeypatch, name):
+    calls = []
+    real = getattr(answer_policy, name)
+    monkeypatch.setattr(answer_policy, name, lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    return calls
+
+
+def test_a_question_is_read_once(predictor, monkeypatch):
+    """predict chooses the candidate, turns token logits into word logits and finds the word span once each, though
+    the answer's path, mask, lines, words and confidence all use them."""
+    predictor.policy.calibration = Calibration([0.0, 1.0], [0.0, 1.0], words_threshold=0.0)  # auto → words
+    choices = _counting(monkeypatch, "choose_mask")
+    logits = _counting(monkeypatch, "word_logits")
+    spans = _counting(monkeypatch, "word_span")
+    pred = predictor.predict(predictor.page.questions[0].text)
+    assert pred.path == "words" and pred.answer.any()
+    assert (len(choices), len(logits), len(spans)) == (1, 1, 1)
+
+
+def test_the_answer_text_is_the_words_it_covers(predictor):
+    page = predictor.page
+    seen = set()
+    for q in page.questions[:6]:
+        pred = predictor.predict(q.text)
+        words = words_under(page.word_boxes(), pred.answer)
+        assert pred.words == words
+        assert pred.text == " ".join(page.words[i].text for i in words)
+        assert bool(pred.text) == bool(words)
+        seen.add(bool(words))
+    assert True in seen  # the untrained decoder's answers cover words on this page
+
+
+def test_reading_with_another_policy_changes_only_what_the_policy_says(predictor):
+    """The same decoder output read under two policies: the candidate chosen is the same; snapping off keeps the
+    decoder's mask as drawn."""
+    decoded = predictor.decode(predictor.page.questions[0].text)
+    snapping = predictor.read(decoded)
+    raw = AnswerPolicy(snap=None, word_answers=False).read(predictor.encoded, decoded)
+    assert raw.chosen == snapping.chosen
+    mask, box = raw.answer_mask()
+    assert box is None
+    expected = (decoded.logits[raw.chosen] > 0).numpy() & predictor.encoded.frame.region()
+    if expected.sum() < 0.9 * predictor.encoded.frame.region().sum():
+        np.testing.assert_array_equal(mask, expected)
+
+
+def test_an_uncalibrated_answer_has_no_confidence_and_a_calibrated_one_uses_the_map(predictor):
+    everything = torch.ones(3, 128, 128)
+    none = predictor.read(Decoded(everything, torch.tensor([0.5, 0.6, 0.7]))).answer()
+    assert not none.mask.any() and none.text == "" and none.words == [] and none.expected_iou is None
+    predictor.policy.calibration = Calibration([0.0, 1.0], [0.2, 0.4], threshold=0.3)
+    decoded = predictor.decode(predictor.page.questions[1].text)
+    answer = predictor.read(decoded).answer()
+    score = min(max(float(decoded.scores[answer.best]), 0.0), 1.0)
+    assert answer.expected_iou == pytest.approx(0.2 + 0.2 * score, abs=1e-5)
+    assert answer.known == bool(answer.mask.any() and answer.expected_iou >= 0.3)
+    with pytest.raises(ValueError, match="answer path"):
+        AnswerPolicy(answer_path="span")
