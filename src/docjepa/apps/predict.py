@@ -10,7 +10,7 @@ from PIL import Image
 
 from ..core.errors import UsageError
 from ..data.importer import OCRUnavailable, PageOutOfRange, read_file
-from ..data.record import Page, words_under
+from ..data.record import Page
 from ..inference.predictor import SNAP_AGREEMENT, DocumentPredictor, Prediction
 
 
@@ -83,6 +83,16 @@ def candidates_overlay(page: Page, pred: Prediction, question: str, answer: np.n
     return out
 
 
+def answer_confidence(pred: Prediction) -> float | None:
+    """How far to trust an answer, in [0, 1]: the IoU it can be expected to reach (the model's calibration; for a word
+    answer, the word decoder's confidence through it), or, for a model without calibration, the IoU head's score of
+    its candidate, clipped. None when the score is not finite."""
+    if pred.expected_iou is not None:
+        return round(float(pred.expected_iou), 4)
+    score = float(pred.scores[pred.best])
+    return round(min(max(score, 0.0), 1.0), 4) if np.isfinite(score) else None
+
+
 def write_prediction(
     page: Page,
     pred: Prediction,
@@ -110,8 +120,11 @@ def write_prediction(
     scores = [float(v) for v in pred.scores]
     finite = all(np.isfinite(scores))
     result = {
-        "model": model,
+        "answer": pred.text,  # the answer's words, in reading order ("" when it covers none)
+        "confidence": answer_confidence(pred),
+        "known": pred.known,
         "question": question,
+        "model": model,
         "source": page.source,
         "page": page.page + 1,
         "width": page.width,
@@ -122,10 +135,9 @@ def write_prediction(
         "snapped_to_words": pred.answer_box is not None,
         "mask_box": [int(xs.min()), int(ys.min()), int(xs.max()) + 1, int(ys.max()) + 1] if len(xs) else None,
         "mask_pixels": int(mask.sum()),
-        "words": [page.words[i].text for i in words_under(page.word_boxes(), mask)],
+        "words": [page.words[i].text for i in pred.words or []],
         "lexical_prior_box": [round(float(v), 1) for v in prior_box] if prior_box else None,
-        "known": pred.known,
-        "confidence": float(pred.confidence[best]) if pred.confidence is not None else None,
+        "expected_iou": float(pred.confidence[best]) if pred.confidence is not None else None,
         "path": pred.path,  # "words": the answer is the word decoder's span; "mask": candidate ``best``, snapped
         "words_confidence": pred.words_confidence,
         "candidates": [

@@ -55,14 +55,17 @@ class Answer:
 
     best: int
     """The candidate the answer comes from (:func:`choose_mask`)."""
-    mask: np.ndarray
-    """(H, W) bool at the page's resolution; empty when the model has no answer."""
+    mask: np.ndarray | None
+    """(H, W) bool at the page's resolution, empty when the model has no answer (None: not asked for)."""
     lines: list[Box] | None
     """The answer's words as one page-pixel box per line (None: the mask as the decoder drew it)."""
+    box: Box | None
+    """The answer's box in page pixels: around its lines, or around the drawn mask (None: no answer)."""
     path: str
     """``words`` (the word decoder's span) or ``mask`` (candidate ``best``, snapped)."""
     words: list[int]
-    """The OCR words the answer covers (their centres under ``mask``), in reading order."""
+    """The OCR words the answer covers, in reading order: those inside its lines (as they are drawn, 2 px
+    around), or whose centre lies under the drawn mask in the decoder's frame."""
     text: str
     """Those words' text, joined by spaces ("" when it covers none)."""
     confidence: np.ndarray | None
@@ -74,11 +77,6 @@ class Answer:
     """Whether ``expected_iou`` reaches the calibration's threshold (an empty answer is never known)."""
     words_confidence: float | None
     """The probability the word decoder gives its most likely word (None: the model has no word decoder)."""
-
-    @property
-    def box(self) -> Box | None:
-        """The box around the answer's word lines (None: a drawn mask, or no answer)."""
-        return union_box(self.lines) if self.lines else None
 
 
 class Reading:
@@ -185,10 +183,20 @@ class Reading:
             return np.zeros((page.height, page.width), dtype=bool), None
         return (self.encoded.frame.to_page(small) if masks is None else masks[best]), None
 
-    def answer(self, masks: np.ndarray | None = None) -> Answer:
-        """The answer (from the chosen candidate) with its words, text and confidence."""
-        best, page, cal = self.chosen, self.encoded.page, self.policy.calibration
-        mask, lines = self.page_answer(best, masks)
+    def answer(self, masks: np.ndarray | None = None, page_mask: bool = True) -> Answer:
+        """The answer (from the chosen candidate) with its words, text, box and confidence; ``page_mask``: also at
+        the page's resolution (``masks``: the candidates there, when already made), which a table of answers does
+        not need."""
+        best, enc, cal = self.chosen, self.encoded, self.policy.calibration
+        small, lines = self.answer_lines(best)
+        frame = enc.frame.frame
+        if lines:
+            words = _words_in(enc.page, lines)
+            box = union_box(lines)
+        else:
+            words = words_under(enc.page.word_boxes(), small, frame) if small.any() else []
+            box = _frame_box(small, frame)
+        mask = self.page_answer(best, masks)[0] if page_mask else None
         raw = self.decoded.scores.cpu().numpy()
         conf = np.asarray(cal(raw), dtype=np.float32) if cal is not None else None
         path = self.path() if self.decoded.clicks is None and lines else "mask"
@@ -197,17 +205,39 @@ class Reading:
             expected = float(conf[best])
             if path == "words" and self.words_confidence is not None and cal.words(self.words_confidence) is not None:
                 expected = float(cal.words(self.words_confidence))
-            known = bool(mask.any() and expected >= cal.threshold)
-        words = words_under(page.word_boxes(), mask) if mask.any() else []
+            known = bool(box is not None and expected >= cal.threshold)
         return Answer(
             best=best,
             mask=mask,
             lines=lines,
+            box=box,
             path=path,
             words=words,
-            text=" ".join(page.words[i].text for i in words),
+            text=" ".join(enc.page.words[i].text for i in words),
             confidence=conf,
             expected_iou=expected,
             known=known,
             words_confidence=self.words_confidence,
         )
+
+
+MARGIN = 2.0
+"""Page pixels by which an answer's line boxes are grown when drawn (as the generator pads its answer boxes)."""
+
+
+def _words_in(page, lines: list[Box]) -> list[int]:
+    """The words whose centre lies inside one of the line boxes grown by :data:`MARGIN`, in reading order."""
+    out = []
+    for i, w in enumerate(page.words):
+        cx, cy = (w.box[0] + w.box[2]) / 2, (w.box[1] + w.box[3]) / 2
+        if any(b[0] - MARGIN <= cx <= b[2] + MARGIN and b[1] - MARGIN <= cy <= b[3] + MARGIN for b in lines):
+            out.append(i)
+    return out
+
+
+def _frame_box(small: np.ndarray, frame: float) -> Box | None:
+    """The page-pixel box of a mask in the decoder's frame (None: empty)."""
+    ys, xs = np.nonzero(small)
+    if not len(xs):
+        return None
+    return (xs.min() / frame, ys.min() / frame, (xs.max() + 1) / frame, (ys.max() + 1) / frame)

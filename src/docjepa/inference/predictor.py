@@ -30,7 +30,7 @@ from ..data.collate import CollateConfig, DocumentCollator
 from ..data.frame import PageFrame
 from ..data.prompt import PromptBuilder, QuestionPrompt
 from ..data.reader import reader_batch
-from ..data.record import Page, Word
+from ..data.record import Page, Word, union_box
 from .answer_policy import Answer, AnswerPolicy, Reading
 from .clicks import boxes_mask, line_boxes
 from .decoded import Decoded, EncodedPage
@@ -307,7 +307,7 @@ class DocumentPredictor:
             scores=decoded.scores.cpu().numpy(),
             masks=masks,
             answer=answer.mask,
-            answer_box=answer.box,
+            answer_box=union_box(answer.lines) if answer.lines else None,
             answer_lines=answer.lines,
             best=answer.best,
             lexical_box=decoded.lexical_box,

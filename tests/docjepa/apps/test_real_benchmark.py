@@ -138,8 +138,11 @@ def test_calibrate_and_predict_show_confidence(pdfs, model, tmp_path):
     res = predict_file(model, "What is the title?", tmp_path / "pred" / "t", load_page(pdf=pdfs / "gadget.pdf", dpi=72))
     assert [c["rank"] for c in res["candidates"]] == [1, 2, 3]
     assert res["candidates"][0]["index"] == res["best"]
-    assert res["confidence"] == pytest.approx(float(cal(res["scores"][res["best"]])), abs=1e-6)
-    expected = cal.words(res["words_confidence"]) if res["path"] == "words" else res["confidence"]
+    assert list(res)[:3] == ["answer", "confidence", "known"]  # the answer first: its text and how far to trust it
+    assert res["answer"] == " ".join(res["words"])
+    assert res["expected_iou"] == pytest.approx(float(cal(res["scores"][res["best"]])), abs=1e-6)
+    expected = cal.words(res["words_confidence"]) if res["path"] == "words" else res["expected_iou"]
+    assert res["confidence"] == pytest.approx(expected, abs=1e-4)
     assert res["known"] == (res["answered"] and expected >= 0.5)
     assert res["path"] == ("words" if res["words_confidence"] >= cal.words_threshold else "mask")
     overlay = Image.open(res["files"]["overlay"])

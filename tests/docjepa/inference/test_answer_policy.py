@@ -6,7 +6,7 @@ import torch
 
 pytest.importorskip("transformers")
 
-from docjepa.data.record import words_under
+from docjepa.data.record import union_box, words_under
 from docjepa.data.shards import DocumentDataset
 from docjepa.inference import answer_policy
 from docjepa.inference.calibration import Calibration
@@ -43,16 +43,36 @@ def test_a_question_is_read_once(predictor, monkeypatch):
 
 
 def test_the_answer_text_is_the_words_it_covers(predictor):
-    page = predictor.page
-    seen = set()
-    for q in page.questions[:6]:
+    """A word answer's words are those inside its lines (drawn 2 px around); a drawn mask's, those whose centre it
+    covers; the text joins them in reading order; the box is around the lines, or the drawn mask, at page pixels."""
+    page, frame = predictor.page, predictor.encoded.frame.frame
+    kinds = set()
+    for q in page.questions[:8]:
+        reading = predictor.read(predictor.decode(q.text))
+        small, lines = reading.answer_lines()
+        answer = reading.answer()
+        if lines:
+            drawn = np.zeros((page.height, page.width), dtype=bool)
+            for x0, y0, x1, y1 in lines:
+                drawn[max(0, int(y0 - 2)) : int(y1 + 2) + 1, max(0, int(x0 - 2)) : int(x1 + 2) + 1] = True
+            assert answer.words == words_under(page.word_boxes(), drawn)
+            assert answer.box == union_box(lines)
+            kinds.add("lines")
+        else:
+            assert answer.words == words_under(page.word_boxes(), small, frame)
+            if small.any():
+                ys, xs = np.nonzero(small)
+                assert answer.box == pytest.approx(
+                    (xs.min() / frame, ys.min() / frame, (xs.max() + 1) / frame, (ys.max() + 1) / frame)
+                )
+                kinds.add("drawn")
+        assert answer.words == sorted(answer.words)
+        assert answer.text == " ".join(page.words[i].text for i in answer.words)
+        light = reading.answer(page_mask=False)
+        assert light.mask is None and (light.words, light.box, light.text) == (answer.words, answer.box, answer.text)
         pred = predictor.predict(q.text)
-        words = words_under(page.word_boxes(), pred.answer)
-        assert pred.words == words
-        assert pred.text == " ".join(page.words[i].text for i in words)
-        assert bool(pred.text) == bool(words)
-        seen.add(bool(words))
-    assert True in seen  # the untrained decoder's answers cover words on this page
+        assert (pred.words, pred.text) == (answer.words, answer.text)
+    assert "lines" in kinds  # the untrained decoder's answers cover words on this page
 
 
 def test_reading_with_another_policy_changes_only_what_the_policy_says(predictor):

@@ -1,4 +1,4 @@
-"""``docjepa``: the commands that answer and report: predict, demo, results, benchmark real."""
+"""``docjepa``: the commands that answer and report: predict, extract, demo, results, benchmark real."""
 
 from __future__ import annotations
 
@@ -56,6 +56,28 @@ def cmd_predict(args: argparse.Namespace) -> None:
         answer_path=args.answer_path,
     )
     print(json.dumps(result, indent=1))
+
+
+def cmd_extract(args: argparse.Namespace) -> None:
+    from ...core.errors import UsageError
+    from ..extract import ExtractConfig, extract, table_format
+    from .args import writable_file
+
+    questions = list(args.question or [])
+    if args.questions is not None:
+        if not args.questions.is_file():
+            raise UsageError(f"no questions file at {args.questions}")
+        questions += [q.strip() for q in args.questions.read_text(encoding="utf-8").splitlines() if q.strip()]
+    table_format(args.out)
+    writable_file(args.out)
+    config = ExtractConfig(questions, args.per_page, args.dpi, args.lang, args.max_pages, args.answer_path)
+    predictor = None
+    if args.checkpoint is not None or args.device is not None:
+        from ...inference.predictor import DocumentPredictor
+
+        predictor = DocumentPredictor.from_pretrained(args.checkpoint, args.device, answer_path=args.answer_path)
+    summary = extract(args.paths, args.out, config, predictor, overwrite=args.overwrite, progress=not args.no_progress)
+    print(json.dumps(summary, indent=1))
 
 
 def cmd_demo(args: argparse.Namespace) -> None:
@@ -182,6 +204,31 @@ def _add_predict(sub: Any) -> None:
     r.set_defaults(func=cmd_predict)
 
 
+def _add_extract(sub: Any) -> None:
+    x = sub.add_parser(
+        "extract",
+        help="documents (folders of PDFs and images) → a table: one row per document, one column per question",
+    )
+    x.add_argument("paths", nargs="+", type=Path, help="PDFs, images, or folders searched for them")
+    x.add_argument("--question", action="append", help="a question (one column); repeat for more")
+    x.add_argument("--questions", type=Path, default=None, help="a text file of questions, one per line")
+    x.add_argument("--out", type=Path, required=True, help="the table: .csv, .jsonl or .parquet")
+    x.add_argument("--per-page", action="store_true", help="one row per page (default: one per document)")
+    x.add_argument("--max-pages", type=int_at_least(1), default=None, help="pages read per document (default: all)")
+    x.add_argument("--overwrite", action="store_true", help="start the table again (default: go on where it stopped)")
+    x.add_argument(
+        "--checkpoint", type=model_path, default=None, help="run, checkpoint or model folder (default: the shipped one)"
+    )
+    x.add_argument(
+        "--dpi", type=int_at_least(36, MAX_DPI), default=150, help=f"PDF rendering resolution (36 to {MAX_DPI})"
+    )
+    x.add_argument("--lang", default="eng", help="Tesseract language(s) for pages without a text layer")
+    x.add_argument("--answer-path", choices=ANSWER_PATHS, default="auto", help="as for predict")
+    x.add_argument("--device", default=None)
+    x.add_argument("--no-progress", action="store_true")
+    x.set_defaults(func=cmd_extract)
+
+
 def _add_demo(sub: Any) -> None:
     d = sub.add_parser("demo", help="generate data, pre-train, fine-tune, evaluate, write an HTML report")
     d.add_argument("--out", type=Path, default=Path("runs/demo"))
@@ -252,6 +299,7 @@ def add_parsers(sub: Any) -> None:
     """Add this module's commands to the ``docjepa`` subparsers."""
     _add_benchmark(sub)
     _add_predict(sub)
+    _add_extract(sub)
     _add_demo(sub)
     _add_export(sub)
     _add_results(sub)
