@@ -21,8 +21,9 @@ from .shards import iter_rows
 class SplitConfig:
     """The held-out part of the data."""
 
-    layouts: list[str] = field(default_factory=lambda: ["receipt"])
-    """Layouts never seen in fine-tuning."""
+    layouts: list[str] = field(default_factory=lambda: ["receipt", "boxed", "it"])
+    """Layouts never seen in fine-tuning: a layout's name, or a part of it (business pages: the ``boxed`` family
+    and the Italian pages, see :mod:`docjepa.data.synth.business`)."""
     template_modulus: int = 4
     """A template is held out when crc32(template) % template_modulus == 0 (0 = hold none out)."""
 
@@ -33,8 +34,15 @@ def template_held_out(template: str, cfg: SplitConfig) -> bool:
     return zlib.crc32(template.encode()) % cfg.template_modulus == 0
 
 
+def layout_held_out(layout: str | None, cfg: SplitConfig) -> bool:
+    """Whether a page of ``layout`` is held out: the layout, or one of its ``/``-separated parts (a business page's
+    family or language: ``business/boxed/it``), is listed."""
+    layout = layout or ""
+    return layout in cfg.layouts or any(part in cfg.layouts for part in layout.split("/"))
+
+
 def held_out(page: Page, question: Question, cfg: SplitConfig) -> bool:
-    return page.layout in cfg.layouts or template_held_out(question.template, cfg)
+    return layout_held_out(page.layout, cfg) or template_held_out(question.template, cfg)
 
 
 def question_pairs(roots: Sequence[str | Path], cfg: SplitConfig, part: str) -> list[tuple[int, int]]:
@@ -47,7 +55,7 @@ def question_pairs(roots: Sequence[str | Path], cfg: SplitConfig, part: str) -> 
         for j, q in enumerate(row["questions"]):
             if not q["answers"]:
                 continue
-            h = (row["layout"] or "") in cfg.layouts or template_held_out(q.get("template") or "", cfg)
+            h = layout_held_out(row["layout"], cfg) or template_held_out(q.get("template") or "", cfg)
             if part == "all" or (part == "heldout") == h:
                 out.append((i, j))
     return out

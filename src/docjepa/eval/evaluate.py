@@ -129,8 +129,8 @@ def evaluate(
             b_parts = best_answer(bmask, answers)
             base.add(question.qtype, *b_parts, question.template, text_score(page, bmask, frame, texts))
             if keep_rows:
-                rows.append(_row(question, float(decoded.scores[best]), m_parts, b_parts))
-                rows[-1]["anls"] = model.texts[-1]
+                rows.append(_row(question, float(decoded.scores[best]), m_parts, b_parts, page.layout))
+                rows[-1]["anls"], rows[-1]["baseline_anls"] = model.texts[-1], base.texts[-1]
                 rows[-1]["paths"] = {k: v[0] / v[1] if v[1] else 1.0 for k, v in by_path.items()}
                 rows[-1]["words_confidence"] = reading.words_confidence or 0.0
             if len(examples) < keep_examples:
@@ -155,10 +155,12 @@ def evaluate(
     return result
 
 
-def _row(question, score: float, model: tuple[int, int], baseline: tuple[int, int]) -> dict:
-    """One question's row: its kind, the chosen candidate's predicted IoU, the model's and the baseline's IoU."""
+def _row(question, score: float, model: tuple[int, int], baseline: tuple[int, int], layout: str | None) -> dict:
+    """One question's row: its kind, its page's layout, the chosen candidate's predicted IoU, the model's and the
+    baseline's IoU."""
     return {
         "kind": question.qtype,
+        "layout": layout,
         "template": question.template,
         "score": score,
         "iou": model[0] / model[1] if model[1] else 1.0,

@@ -74,7 +74,7 @@ def _slots(q) -> dict[str, str]:
     return re.fullmatch(pattern, q.text).groupdict()
 
 
-@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+@pytest.mark.parametrize("layout", [*sorted(LAYOUTS), "business"])
 @pytest.mark.parametrize("noise", [0.0, 1.0])
 def test_answer_masks_cover_exactly_the_answer_words(layout, noise):
     page = generate_page(3, seed=5, size=768, layout=layout, noise=NoiseOptions(p=noise))

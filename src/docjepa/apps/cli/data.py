@@ -109,6 +109,7 @@ def cmd_tokenizer(args: argparse.Namespace) -> None:
 
 
 def _add_generate(sub: Any) -> None:
+    from ...data.synth.generate import EXTRA_LAYOUTS
     from ...data.synth.layouts import LAYOUTS
 
     g = sub.add_parser("generate", help="synthetic pages with questions and answer masks")
@@ -117,7 +118,12 @@ def _add_generate(sub: Any) -> None:
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--size", type=int_at_least(64), default=1024, help="page height in pixels (A4 shape)")
     g.add_argument("--workers", type=int_at_least(1), default=None, help="processes (default: all cores)")
-    g.add_argument("--layout", choices=sorted(LAYOUTS), default=None, help="only this layout (default: all)")
+    g.add_argument(
+        "--layout",
+        choices=sorted([*LAYOUTS, *EXTRA_LAYOUTS]),
+        default=None,
+        help="only this layout (default: the mix of all but business, which is made only when asked for)",
+    )
     g.add_argument(
         "--noise",
         type=float,

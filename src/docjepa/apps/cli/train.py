@@ -140,7 +140,7 @@ def _add_evaluate(sub: Any) -> None:
         default="heldout",
         help="which questions: held-out layouts/templates (default), the training kind, or all",
     )
-    e.add_argument("--heldout-layouts", nargs="*", default=["receipt"])
+    e.add_argument("--heldout-layouts", nargs="*", default=["receipt", "boxed", "it"])
     e.add_argument("--template-modulus", type=int_at_least(0), default=4)
     e.add_argument("--limit", type=int_at_least(1), default=None, help="at most this many questions")
     e.add_argument("--out", type=Path, default=None, help="also write the JSON here")

@@ -19,6 +19,7 @@ from PIL import Image, ImageFilter
 
 from ..record import Page, Word, union_box
 from ..shards import ShardOptions, ShardWriter
+from .business import business
 from .canvas import Canvas
 from .layouts import LAYOUTS
 from .vocabulary import Vocabulary
@@ -55,6 +56,11 @@ def _faker(locale: str) -> Faker:
     return _FAKERS[locale]
 
 
+EXTRA_LAYOUTS = {"business": business}
+"""Layouts made only when asked for by name (``--layout business``): the default mix stays :data:`LAYOUTS`, so the
+pages of a seed are what they were."""
+
+
 def page_seed(seed: int, index: int) -> int:
     return (seed * 1_000_003 + index * 7919 + 17) % (2**31 - 1)
 
@@ -87,7 +93,8 @@ def generate_page(
     fake.seed_instance(rng.getrandbits(32))
     width = round(size / math.sqrt(2))
     canvas = Canvas(width, size, font_choice=rng.randrange(4))
-    questions = LAYOUTS[name](canvas, fake, rng, wording, vocab=vocab)
+    questions = (LAYOUTS.get(name) or EXTRA_LAYOUTS[name])(canvas, fake, rng, wording, vocab=vocab)
+    variant = getattr(canvas, "variant", None)  # business/<family>/<language>
     image, words = canvas.image, canvas.words
     fmt = "PNG"
     if noise.p > 0:
@@ -105,7 +112,7 @@ def generate_page(
         image=buf.getvalue(),
         words=words,
         source=f"synthetic:{name}",
-        layout=name,
+        layout=f"{name}/{variant}" if variant else name,
         questions=questions,
     )
 
@@ -172,8 +179,8 @@ def generate(
         raise ValueError("generated pages are made again, not resumed: use append to add to a folder")
     if phrasings not in PHRASINGS:
         raise ValueError(f"phrasings must be one of {', '.join(PHRASINGS)}, not {phrasings!r}")
-    if layout is not None and layout not in LAYOUTS:
-        raise ValueError(f"unknown layout {layout!r}; choose from {', '.join(LAYOUTS)}")
+    if layout is not None and layout not in LAYOUTS and layout not in EXTRA_LAYOUTS:
+        raise ValueError(f"unknown layout {layout!r}; choose from {', '.join([*LAYOUTS, *EXTRA_LAYOUTS])}")
     workers = workers or mp.cpu_count()
     jobs = [(i, seed, size, layout, noise, phrasings) for i in range(n)]
     start = time.perf_counter()

@@ -1,0 +1,265 @@
+"""Business documents drawn from a layout grammar instead of one template: the ``business`` layout.
+
+A page is an invoice in one of six languages (:mod:`.business_words`): a header (logo, seller, title), a block of
+keys and values (number, dates, order and customer numbers), the parties in one to three columns, the line items,
+the totals, a footer (bank details, page number), sometimes a stamp. Where a value stands against its key is the
+page's **family**:
+
+- ``right``: the value right of its key on the same line, at a distance the page draws;
+- ``below``: the key small above, the value under it;
+- ``boxed``: each pair in a framed field, the key in the frame's corner;
+- ``table``: the keys as a header row, the values in the cells under them;
+- ``band``: the pairs one after another in a shaded band across the page.
+
+The totals have a style of their own (right-aligned lines, a framed total, a footer band). Several amounts and
+several dates stand on every page and each question asks for one. The page's ``layout`` is
+``business/<family>/<language>``, so that a family or a language can be held out of training whole
+(:class:`~docjepa.data.split.SplitConfig` holds out a layout when any of its parts is listed).
+"""
+
+from __future__ import annotations
+
+import datetime
+import random
+from functools import cache
+
+from faker import Faker
+
+from ..record import Question
+from .business_words import BANK, HEADINGS, LANGUAGES, LOCALES, PAGE, STAMPS, TITLES, VAT_ID, Wording
+from .canvas import Canvas
+from .layouts import ITEMS, Asker
+
+FAMILIES = ("right", "below", "boxed", "table", "band")
+TOTALS = ("right", "boxed", "footer")
+META = ("number", "date", "due date", "order number", "customer number", "delivery date")
+
+QUESTIONS = {
+    "number": ["What is the invoice number?", "Which number does this invoice have?"],
+    "date": ["What is the invoice date?", "When was the invoice issued?"],
+    "due date": ["What is the due date?", "By when must this be paid?"],
+    "delivery date": ["When were the goods delivered?", "What is the delivery date?"],
+    "order number": ["What is the order number?", "Which purchase order does this refer to?"],
+    "customer number": ["What is the customer number?", "What is the customer's account number?"],
+    "subtotal": ["What is the subtotal?", "What is the net amount?"],
+    "tax": ["How much tax is charged?", "What is the VAT amount?"],
+    "total": ["What is the total amount due?", "What is the invoice total?"],
+}
+"""Field → the English questions that ask for its value (``key``), and those naming the page's own label."""
+BY_LABEL = ["What is the {label}?", "What does the document give as {label}?"]
+PARTIES = {
+    "buyer": ["Where is the billing address?", "Who is this invoice addressed to?"],
+    "ship to": ["Where is the delivery address?", "Where are the goods shipped to?"],
+    "seller": ["Where is the seller's address?", "Who issued this invoice?"],
+}
+
+
+@cache
+def _faker(lang: str) -> Faker:
+    fake = Faker(LOCALES[lang])
+    for provider in fake.get_providers():  # a list built from a set: ordered, so pages follow the seed alone
+        if isinstance(getattr(provider, "cities", None), list):
+            provider.cities = sorted(provider.cities)
+    return fake
+
+
+def _address(fake: Faker) -> list[str]:
+    return [line for line in fake.address().replace("\r", "").split("\n") if line.strip()]
+
+
+def business(c: Canvas, _fake: Faker, rng: random.Random, wording=None, vocab=None) -> list[Question]:
+    """Draw one business document on ``c``; returns its questions (the page's layout name is left in
+    ``c.variant``)."""
+    lang, family, totals_style = rng.choice(LANGUAGES), rng.choice(FAMILIES), rng.choice(TOTALS)
+    c.variant = f"{family}/{lang}"
+    fake = _faker(lang)
+    fake.seed_instance(rng.getrandbits(32))
+    w, a = Wording(lang, rng), Asker(c, rng, wording)
+    m = c.px(rng.uniform(40, 70))
+    seller, y = _header(c, fake, rng, w, m)
+    values = _meta_values(fake, rng)
+    shown = ["number", "date", "due date", *rng.sample(META[3:], rng.randint(1, 3))]
+    found, y = _meta(c, rng, w, family, [(f, values[f]) for f in shown], m, y)
+    parties, y = _parties(c, fake, rng, w, m, y + c.px(20))
+    amounts, y = _items(c, rng, w, lang, m, y + c.px(25))
+    found |= _totals(c, rng, w, totals_style, amounts, m, y + c.px(12))
+    total = _footer(c, fake, rng, w, m, lang, w.money(amounts["total"]) if totals_style == "footer" else None)
+    if total:
+        found["total"] = total
+    if rng.random() < 0.3:
+        _stamp(c, m, y + c.px(20), STAMPS[lang])
+    for field, ids in found.items():
+        if field in QUESTIONS:
+            a.ask(QUESTIONS[field], "key", a.answer(ids))
+            if rng.random() < 0.3:
+                a.ask(BY_LABEL, "key", a.answer(ids), label=w.labels[field])
+    parties["seller"] = seller
+    for field in rng.sample(sorted(parties), min(2, len(parties))):
+        a.ask(PARTIES[field], "field", a.answer(parties[field]))
+    return a.questions
+
+
+def _meta_values(fake: Faker, rng: random.Random) -> dict[str, str | datetime.date]:
+    issued = datetime.date(2023, 1, 1) + datetime.timedelta(days=rng.randint(0, 1400))
+    year = issued.year
+    number = rng.choice(
+        [f"{year}-{rng.randint(1, 9999):04d}", f"INV-{rng.randint(1000, 99999)}", f"{rng.randint(10000, 999999)}",
+         f"F{year % 100:02d}/{rng.randint(1, 999):03d}", f"RE{year}{rng.randint(100, 9999)}"]
+    )  # fmt: skip
+    return {
+        "number": number,
+        "date": issued,
+        "due date": issued + datetime.timedelta(days=rng.choice([8, 10, 14, 30, 45, 60])),
+        "delivery date": issued - datetime.timedelta(days=rng.randint(1, 20)),
+        "order number": rng.choice([f"PO-{rng.randint(1000, 99999)}", f"{rng.randint(100000, 9999999)}"]),
+        "customer number": rng.choice([f"C{rng.randint(1000, 99999)}", f"{rng.randint(10000, 999999)}"]),
+    }
+
+
+def _header(c: Canvas, fake: Faker, rng: random.Random, w: Wording, m: float) -> tuple[list[int], float]:
+    """Logo, seller's name and address, the title; returns (the seller's words, the y below the header)."""
+    logo_right = rng.random() < 0.4
+    x = c.width - m - c.px(60) if logo_right else m
+    if rng.random() < 0.7:  # a logo: a shape with initials
+        box = (x, c.px(40), x + c.px(55), c.px(95))
+        shade = rng.choice(["#1f4e79", "#7f1d1d", "#14532d", "#444", "#b45309"])
+        (c.draw.ellipse if rng.random() < 0.5 else c.rect)(box, fill=shade, outline=shade)
+        c.draw.text((x + c.px(12), c.px(55)), "".join(rng.choice("ABCDEFGHKLMNPRSTVW") for _ in range(2)),
+                    fill="white", font=c.font("sans-bold", 20))  # fmt: skip
+    sx = m if logo_right else m + c.px(70)
+    company = fake.company()
+    seller = c.text(sx, c.px(45), company, "sans-bold", rng.choice([15, 17, 19]))
+    y = c.px(72)
+    for line in _address(fake):
+        seller += c.text(sx, y, line, "sans", 10)
+        y += c.px(15)
+    if rng.random() < 0.6:
+        c.text(sx, y, f"{VAT_ID[w.lang]} {fake.bothify('??#########').upper()}", "sans", 10)
+        y += c.px(15)
+    title = rng.choice(TITLES[w.lang])
+    tx = rng.choice([c.width * 0.6, c.width / 2 - c.px(60), m])
+    ty = y + c.px(12) if tx == m or tx < c.width / 2 else c.px(110)
+    c.text(tx, ty, title, "sans-bold", rng.choice([20, 24, 28]))
+    return seller, max(y, ty) + c.px(42)
+
+
+def _pair(c: Canvas, rng: random.Random, family: str, label: str, value: str, x: float, y: float, width: float):
+    """One key and its value in the family's way from (x, y); returns (the value's words, the height used)."""
+    if family == "right":
+        c.text(x, y, label, "sans-bold", 11)
+        return c.text(x + width * 0.5, y, value, "sans", 11), c.px(19)
+    if family == "below":
+        c.text(x, y, label, "sans", 9, fill="#555")
+        return c.text(x, y + c.px(14), value, "sans-bold", 12), c.px(36)
+    # boxed: a frame with the key in its corner
+    c.rect((x - c.px(5), y - c.px(4), x + width - c.px(10), y + c.px(36)), outline="#888")
+    c.text(x, y - c.px(1), label, "sans", 8, fill="#555")
+    return c.text(x + c.px(4), y + c.px(15), value, "sans", 12), c.px(46)
+
+
+def _meta(c: Canvas, rng: random.Random, w: Wording, family: str, pairs: list, m: float, y: float):
+    """The keys and values block; returns ({field: the value's words}, the y below it)."""
+    text = [(f, w.label(f), w.date(v) if isinstance(v, datetime.date) else v) for f, v in pairs]
+    found = {}
+    if family in ("table", "band"):
+        width = (c.width - 2 * m) / len(text)
+        if family == "band":
+            c.rect((m - c.px(8), y - c.px(8), c.width - m + c.px(8), y + c.px(42)), fill="#e6e9ef", outline="#e6e9ef")
+        for k, (field, label, value) in enumerate(text):
+            x = m + k * width
+            if family == "table":
+                c.rect((x - c.px(4), y - c.px(4), x + width - c.px(4), y + c.px(40)), outline="#999")
+                c.hline(x - c.px(4), x + width - c.px(4), y + c.px(17), 1, "#999")
+            c.text(x, y, label.rstrip(":"), "sans-bold", 9, max_x=x + width - c.px(6))
+            found[field] = c.text(x, y + c.px(21), value, "sans", 11, max_x=x + width - c.px(6))
+        return found, y + c.px(58)
+    columns = rng.choice([1, 2]) if family != "right" else 1
+    x0 = rng.choice([m, c.width * 0.52])
+    width = (c.width - m - x0) / columns if x0 > m else c.width * 0.42 / columns
+    top = y
+    for k, (field, label, value) in enumerate(text):
+        col = k % columns
+        found[field], h = _pair(c, rng, family, label, value, x0 + col * width, y, width)
+        y += h if col == columns - 1 else 0
+    return found, max(y + c.px(46), top + c.px(46))
+
+
+def _parties(c: Canvas, fake: Faker, rng: random.Random, w: Wording, m: float, y: float):
+    """Buyer (and a delivery address) in one to three columns; returns ({party: its words}, the y below)."""
+    names = ["buyer"] + (["ship to"] if rng.random() < 0.5 else [])
+    cols = min(3, max(len(names), rng.randint(1, 3)))
+    width = (c.width - 2 * m) / cols
+    out, bottom = {}, y
+    for k, name in enumerate(names):
+        x, yy = m + k * width, y
+        if cols == 1 and k:
+            x, yy = m, bottom + c.px(12)
+        c.text(x, yy, w.labels[name], "sans-bold", 11)
+        yy += c.px(17)
+        ids = c.text(x, yy, fake.company() if rng.random() < 0.6 else fake.name(), "sans", 11)
+        for line in _address(fake):
+            yy += c.px(15)
+            ids += c.text(x, yy, line, "sans", 11, max_x=x + width - c.px(8))
+        out[name] = ids
+        bottom = max(bottom, yy + c.px(15))
+    return out, bottom
+
+
+def _items(c: Canvas, rng: random.Random, w: Wording, lang: str, m: float, y: float):
+    """The line items; returns (the amounts: subtotal, tax rate, tax, total; the y below the table)."""
+    cols = [m, c.width * 0.55, c.width * 0.66, c.width * 0.8]
+    c.rect((m - 4, y - 4, c.width - m, y + c.px(20)), fill=rng.choice(["#e8e8e8", "#dde7f3", "#ffffff"]))
+    for x, h in zip(cols, HEADINGS[lang]):
+        c.text(x, y, h, "sans-bold", 11)
+    y += c.px(27)
+    subtotal = 0.0
+    for item in rng.sample(ITEMS, rng.randint(2, 7)):
+        qty, price = rng.randint(1, 20), round(rng.uniform(3, 600), 2)
+        c.text(cols[0], y, item, "sans", 11, max_x=cols[1] - c.px(6))
+        c.text(cols[1], y, str(qty), "sans", 11)
+        c.text(cols[2], y, w.money(price), "sans", 11)
+        c.text(cols[3], y, w.money(qty * price), "sans", 11)
+        subtotal += qty * price
+        y += c.px(21)
+        if rng.random() < 0.6:
+            c.hline(m, c.width - m, y - c.px(4), 1, "#ccc")
+    rate = rng.choice([0.05, 0.06, 0.07, 0.1, 0.19, 0.2, 0.21, 0.22])
+    return {"subtotal": subtotal, "rate": rate, "tax": subtotal * rate, "total": subtotal * (1 + rate)}, y
+
+
+def _totals(c: Canvas, rng: random.Random, w: Wording, style: str, amounts: dict, m: float, y: float) -> dict:
+    """Subtotal, tax and (unless the footer carries it) the total; returns {field: the value's words}."""
+    lx, vx = c.width * rng.uniform(0.5, 0.62), c.width * 0.8
+    found = {}
+    fields = ["subtotal", "tax"] + ([] if style == "footer" else ["total"])
+    for field in fields:
+        label = w.label(field) if field != "tax" else f"{w.labels['tax']} {amounts['rate']:.0%}" + ":" * w.colon
+        if field == "total" and style == "boxed":
+            y += c.px(6)
+            c.rect((lx - c.px(8), y - c.px(6), c.width - m, y + c.px(22)), outline="black", width=2)
+        c.text(lx, y, label, "sans-bold" if field == "total" else "sans", 12)
+        found[field] = c.text(vx, y, w.money(amounts[field]), "sans-bold" if field == "total" else "sans", 12)
+        y += c.px(24)
+    return found
+
+
+def _footer(c: Canvas, fake: Faker, rng: random.Random, w: Wording, m: float, lang: str, total: str | None):
+    """Bank details and the page number; with a ``total`` (the ``footer`` totals style), a band holding it, whose
+    value's words are returned."""
+    y = c.height - c.px(rng.uniform(90, 120))
+    ids = None
+    if total is not None:
+        c.rect((m - c.px(8), y - c.px(48), c.width - m + c.px(8), y - c.px(14)), fill="#e6e9ef", outline="#e6e9ef")
+        c.text(m, y - c.px(40), w.label("total"), "sans-bold", 13)
+        ids = c.text(c.width * 0.6, y - c.px(40), total, "sans-bold", 13)
+    c.hline(m, c.width - m, y - c.px(6), 1, "#999")
+    c.text(m, y, f"{BANK[lang]}: IBAN {fake.iban()}", "sans", 9, max_x=c.width - m)
+    c.text(m, y + c.px(14), f"BIC {fake.swift()}", "sans", 9)
+    c.text(c.width - m - c.px(60), y + c.px(30), f"{PAGE[lang]} 1/1", "sans", 9)
+    return ids
+
+
+def _stamp(c: Canvas, x: float, y: float, word: str) -> None:
+    """A stamp ("PAID") left of the totals."""
+    c.rect((x, y, x + c.px(130), y + c.px(42)), outline="#c0392b", width=3)
+    c.text(x + c.px(14), y + c.px(8), word, "sans-bold", 22, fill="#c0392b")

@@ -1,0 +1,50 @@
+"""``business_pages.py``: the docs table is the committed run; each question counts in its kind, family, language
+and held-out groups."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks" / "scripts"))
+
+import business_pages as bp  # noqa: E402
+
+
+def test_the_docs_table_is_the_committed_run():
+    result = json.loads((ROOT / "benchmarks/results/docjepa/business/shipped.json").read_text())
+    text = (ROOT / "docs/docjepa-extract.md").read_text()
+    assert text.split(bp.START, 1)[1].split(bp.END, 1)[0].strip() == bp.markdown(result)
+    s = result["scores"]
+    assert s["all"]["questions"] == sum(s[k]["questions"] for k in s if k.startswith("kind: "))
+    held = s["held-out family (boxed)"]["questions"] + s["held-out language (it)"]["questions"]
+    assert s["families and languages trained on"]["questions"] + held >= s["all"]["questions"]  # boxed Italian: twice
+
+
+def test_groups_and_rates():
+    rows = [
+        {
+            "layout": "business/boxed/it",
+            "kind": "key",
+            "iou": 1.0,
+            "baseline_iou": 0.0,
+            "anls": 1.0,
+            "baseline_anls": 0.5,
+        },
+        {
+            "layout": "business/right/de",
+            "kind": "key",
+            "iou": 0.5,
+            "baseline_iou": 1.0,
+            "anls": 0.2,
+            "baseline_anls": 1.0,
+        },
+        {"layout": "business/right/de", "kind": "field", "iou": 0.0, "baseline_iou": 0.0, "anls": None},
+    ]
+    s = bp.summarise(rows)
+    assert s["all"] == {"questions": 3, "model mIoU": 0.5, "baseline mIoU": 0.3333, "model exact": 0.5,
+                        "baseline exact": 0.5}  # fmt: skip
+    assert s["held-out family (boxed)"]["questions"] == s["held-out language (it)"]["questions"] == 1
+    assert s["families and languages trained on"]["questions"] == 2 and s["kind: field"]["model exact"] == 0.0

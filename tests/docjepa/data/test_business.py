@@ -1,0 +1,80 @@
+"""The business layout grammar: families, languages, keys in their wordings, several amounts and dates per page, and
+a family and a language held out whole."""
+
+import datetime
+import random
+import re
+
+import pytest
+
+pytest.importorskip("faker")
+
+from docjepa.data.split import SplitConfig, layout_held_out
+from docjepa.data.synth.business import FAMILIES, QUESTIONS
+from docjepa.data.synth.business_words import KEYS, LANGUAGES, Wording
+from docjepa.data.synth.generate import generate_page
+from docjepa.data.synth.layouts import LAYOUTS
+from docjepa.data.synth.phrasings import EXTRA
+
+
+def wordings(field: str) -> set[str]:
+    """The templates that ask for ``field``: its own and the extended phrasings of its first."""
+    return {*QUESTIONS[field], *EXTRA.get(QUESTIONS[field][0], ())}
+
+
+AMOUNT = re.compile(r"^[£$]?\d{1,3}([.,  ]?\d{3})*[.,]\d{2}$")
+
+
+@pytest.fixture(scope="module")
+def pages():
+    return [generate_page(i, seed=4, size=900, layout="business") for i in range(60)]
+
+
+def test_every_family_and_language_is_drawn(pages):
+    parts = [p.layout.split("/") for p in pages]
+    assert all(len(x) == 3 and x[0] == "business" for x in parts)
+    assert {x[1] for x in parts} == set(FAMILIES) and {x[2] for x in parts} == set(LANGUAGES)
+
+
+def test_key_answers_are_the_values_not_their_labels(pages):
+    labels = {w.rstrip(":").casefold() for by_lang in KEYS.values() for ws in by_lang.values() for w in ws}
+    asked = set()
+    for page in pages:
+        for q in page.questions:
+            if q.qtype != "key":
+                continue
+            (answer,) = q.answers
+            assert answer.word_ids and answer.text == " ".join(page.words[i].text for i in answer.word_ids)
+            assert answer.text.rstrip(":").casefold() not in labels
+            asked.add(next((f for f in QUESTIONS if q.template in wordings(f)), "by label"))
+    assert asked == set(QUESTIONS) | {"by label"}
+
+
+def test_each_page_has_several_amounts_and_dates(pages):
+    for page in pages:
+        amounts = [w for w in page.words if AMOUNT.match(w.text)]
+        assert len(amounts) >= 6, page.layout  # line prices and amounts, subtotal, tax, total
+        dated = [q for q in page.questions if q.template in wordings("date") | wordings("due date")]
+        assert len(dated) == 2 and dated[0].answers[0].text != dated[1].answers[0].text
+
+
+def test_a_family_and_a_language_are_held_out_whole():
+    cfg = SplitConfig()
+    assert layout_held_out("business/boxed/de", cfg) and layout_held_out("business/right/it", cfg)
+    assert layout_held_out("receipt", cfg) and not layout_held_out("business/right/de", cfg)
+    assert not layout_held_out("invoice", cfg) and not layout_held_out(None, cfg)
+    assert not layout_held_out("business/right/de", SplitConfig(layouts=[]))
+
+
+def test_wordings_print_amounts_and_dates_as_the_language_does():
+    rng = random.Random(0)
+    seen = {Wording("de", rng).money(1234.5) for _ in range(40)}
+    assert seen <= {"1.234,50 €", "1.234,50 EUR", "1.234,50", "1234,50 €"} and "1.234,50 €" in seen
+    fr = {Wording("fr", rng).date(datetime.date(2024, 3, 5)) for _ in range(40)}
+    assert "5 mars 2024" in fr and "05/03/2024" in fr
+
+
+def test_the_default_mix_is_unchanged():
+    """business pages are made only when asked for: a seed's default pages keep their layouts."""
+    layouts = {generate_page(i, seed=0, size=256).layout for i in range(30)}
+    assert layouts <= set(LAYOUTS)
