@@ -306,14 +306,6 @@ def markdown(result: dict, command: str) -> str:
     return "\n".join(lines)
 
 
-def write_markdown(doc: Path, table: str) -> None:
-    text = doc.read_text()
-    if START not in text or END not in text:
-        raise SystemExit(f"{doc} has no {START} … {END} section")
-    head, rest = text.split(START, 1)
-    doc.write_text(head + START + "\n" + table + "\n" + END + rest.split(END, 1)[1])
-
-
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--per-generator", type=int, default=15)
@@ -366,8 +358,10 @@ def main(argv: list[str] | None = None) -> dict:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n")
     table = markdown(result, command)
+    from docsections import fill_section
+
     for doc in args.markdown:
-        write_markdown(doc, table)
+        fill_section(doc, START, END, table)
     print(table)
     return result
 
