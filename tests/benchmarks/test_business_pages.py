@@ -48,3 +48,29 @@ def test_groups_and_rates():
                         "baseline exact": 0.5}  # fmt: skip
     assert s["held-out family (boxed)"]["questions"] == s["held-out language (it)"]["questions"] == 1
     assert s["families and languages trained on"]["questions"] == 2 and s["kind: field"]["model exact"] == 0.0
+
+
+def test_the_continued_run_table_is_the_committed_runs():
+    """The shipped / continued table of docs/docjepa-extract.md quotes the four committed JSON files."""
+    res = ROOT / "benchmarks/results/docjepa"
+    business = [json.loads((res / f"business/{n}.json").read_text())["scores"] for n in ("shipped", "continued-500")]
+    foreign = [
+        json.loads((res / f"foreign/{n}.json").read_text())["scores"]["by_generator"]["all"]["all"]
+        for n in ("shipped", "continued-500")
+    ]
+    want = {
+        "business pages, `key` mIoU": [f"{b['kind: key']['model mIoU']:.3f}" for b in business],
+        "business pages, `field` mIoU": [f"{b['kind: field']['model mIoU']:.3f}" for b in business],
+        "held-out family (`boxed`), mIoU": [f"{b['held-out family (boxed)']['model mIoU']:.3f}" for b in business],
+        "held-out language (Italian), mIoU": [f"{b['held-out language (it)']['model mIoU']:.3f}" for b in business],
+        "business pages, exact answers": [f"{b['all']['model exact']:.0%}".replace("%", " %") for b in business],
+        "other generators' invoices, exact answers": [f"{f['model exact']:.0%}".replace("%", " %") for f in foreign],
+    }
+    text = (ROOT / "docs/docjepa-extract.md").read_text().split("### What training on the grammar does", 1)[1]
+    rows = {
+        cells[0]: cells[1:]
+        for line in text.splitlines()
+        if line.startswith("| ") and len(cells := [c.strip() for c in line.strip("|").split("|")]) == 3
+    }
+    for name, values in want.items():
+        assert rows[name] == values, name
