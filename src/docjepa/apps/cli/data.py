@@ -109,7 +109,7 @@ def cmd_tokenizer(args: argparse.Namespace) -> None:
 
 
 def _add_generate(sub: Any) -> None:
-    from ...data.synth.generate import EXTRA_LAYOUTS
+    from ...data.synth.business import EXTRA_LAYOUTS
     from ...data.synth.layouts import LAYOUTS
 
     g = sub.add_parser("generate", help="synthetic pages with questions and answer masks")

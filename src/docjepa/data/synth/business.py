@@ -263,3 +263,8 @@ def _stamp(c: Canvas, x: float, y: float, word: str) -> None:
     """A stamp ("PAID") left of the totals."""
     c.rect((x, y, x + c.px(130), y + c.px(42)), outline="#c0392b", width=3)
     c.text(x + c.px(14), y + c.px(8), word, "sans-bold", 22, fill="#c0392b")
+
+
+EXTRA_LAYOUTS = {"business": business}
+"""Layouts made only when asked for by name (``--layout business``): the default mix stays
+:data:`~docjepa.data.synth.layouts.LAYOUTS`, so the pages of a seed are what they were."""

@@ -19,7 +19,7 @@ from PIL import Image, ImageFilter
 
 from ..record import Page, Word, union_box
 from ..shards import ShardOptions, ShardWriter
-from .business import business
+from .business import EXTRA_LAYOUTS
 from .canvas import Canvas
 from .layouts import LAYOUTS
 from .vocabulary import Vocabulary
@@ -54,11 +54,6 @@ def _faker(locale: str) -> Faker:
                 provider.cities = sorted(provider.cities)
         _FAKERS[locale] = fake
     return _FAKERS[locale]
-
-
-EXTRA_LAYOUTS = {"business": business}
-"""Layouts made only when asked for by name (``--layout business``): the default mix stays :data:`LAYOUTS`, so the
-pages of a seed are what they were."""
 
 
 def page_seed(seed: int, index: int) -> int:
