@@ -19,14 +19,13 @@ answers under ``answers``; CSV and Parquet have the flat columns.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-
-import numpy as np
 
 from ..core.errors import UsageError
 from ..data.importer import find_inputs, path_text, read_file
@@ -87,22 +86,16 @@ def _cell(answer, page_number: int, confidence: float | None) -> dict:
     }
 
 
-def _confidence(answer, scores) -> float | None:
-    if answer.expected_iou is not None:
-        return float(answer.expected_iou)
-    score = float(scores[answer.best])
-    return min(max(score, 0.0), 1.0) if np.isfinite(score) else None
-
-
 def answer_page(predictor, page, questions: list[str], states=None) -> dict[str, dict]:
     """Each question's answer on one page: text, confidence, known, page (from 1), box."""
+    from ..inference.answer_policy import trust
     from ..inference.batched import decode_many
 
     predictor.set_page(page)
     out = {}
     for q, decoded in zip(questions, decode_many(predictor, questions, states)):
         answer = predictor.read(decoded).answer(page_mask=False)
-        out[q] = _cell(answer, page.page + 1, _confidence(answer, decoded.scores.cpu().numpy()))
+        out[q] = _cell(answer, page.page + 1, trust(answer.expected_iou, float(decoded.scores[answer.best])))
     return out
 
 
@@ -181,8 +174,6 @@ class Table:
     def add(self, rows: list[dict]) -> None:
         """One document's rows (nested, as :func:`document_rows` makes them), written and flushed at once."""
         if self.fmt == "csv":
-            import io
-
             buf = io.StringIO()
             writer = csv.DictWriter(buf, self.columns, lineterminator="\n")
             if not self.journal.is_file() or self.journal.stat().st_size == 0:

@@ -11,6 +11,7 @@ from PIL import Image
 from ..core.errors import UsageError
 from ..data.importer import OCRUnavailable, PageOutOfRange, read_file
 from ..data.record import Page
+from ..inference.answer_policy import trust
 from ..inference.predictor import SNAP_AGREEMENT, DocumentPredictor, Prediction
 
 
@@ -83,16 +84,6 @@ def candidates_overlay(page: Page, pred: Prediction, question: str, answer: np.n
     return out
 
 
-def answer_confidence(pred: Prediction) -> float | None:
-    """How far to trust an answer, in [0, 1]: the IoU it can be expected to reach (the model's calibration; for a word
-    answer, the word decoder's confidence through it), or, for a model without calibration, the IoU head's score of
-    its candidate, clipped. None when the score is not finite."""
-    if pred.expected_iou is not None:
-        return round(float(pred.expected_iou), 4)
-    score = float(pred.scores[pred.best])
-    return round(min(max(score, 0.0), 1.0), 4) if np.isfinite(score) else None
-
-
 def write_prediction(
     page: Page,
     pred: Prediction,
@@ -117,11 +108,12 @@ def write_prediction(
             files[f"mask{i}"] = f"{prefix}.mask{i}.png"
             Image.fromarray((m * 255).astype(np.uint8)).save(files[f"mask{i}"])
     ys, xs = np.nonzero(mask)
+    confidence = trust(pred.expected_iou, float(pred.scores[best]))  # the answer's, as extract gives it
     scores = [float(v) for v in pred.scores]
     finite = all(np.isfinite(scores))
     result = {
         "answer": pred.text,  # the answer's words, in reading order ("" when it covers none)
-        "confidence": answer_confidence(pred),
+        "confidence": None if confidence is None else round(confidence, 4),
         "known": pred.known,
         "question": question,
         "model": model,

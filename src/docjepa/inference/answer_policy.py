@@ -175,8 +175,10 @@ class Reading:
     def page_answer(self, best: int, masks: np.ndarray | None = None) -> tuple[np.ndarray, list[Box] | None]:
         """:meth:`answer_lines` at the page's resolution (H, W): its words' line boxes drawn there, or else candidate
         ``best`` at the page's resolution (``masks``: the candidates at page resolution, when already made)."""
+        return self._at_page(best, *self.answer_lines(best), masks)
+
+    def _at_page(self, best: int, small: np.ndarray, lines: list[Box] | None, masks: np.ndarray | None):
         page = self.encoded.page
-        small, lines = self.answer_lines(best)
         if lines:  # the words' boxes, drawn at the page's resolution as answers are drawn
             return boxes_mask(lines, page, 1.0, max(page.height, page.width))[: page.height, : page.width], lines
         if not small.any():
@@ -196,7 +198,7 @@ class Reading:
         else:
             words = words_under(enc.page.word_boxes(), small, frame) if small.any() else []
             box = _frame_box(small, frame)
-        mask = self.page_answer(best, masks)[0] if page_mask else None
+        mask = self._at_page(best, small, lines, masks)[0] if page_mask else None
         raw = self.decoded.scores.cpu().numpy()
         conf = np.asarray(cal(raw), dtype=np.float32) if cal is not None else None
         path = self.path() if self.decoded.clicks is None and lines else "mask"
@@ -219,6 +221,14 @@ class Reading:
             known=known,
             words_confidence=self.words_confidence,
         )
+
+
+def trust(expected_iou: float | None, score: float) -> float | None:
+    """How far to trust an answer, in [0, 1]: the IoU it can be expected to reach (:attr:`Answer.expected_iou`), or,
+    for a model without calibration, its candidate's IoU-head ``score``, clipped; None when that is not finite."""
+    if expected_iou is not None:
+        return float(expected_iou)
+    return min(max(float(score), 0.0), 1.0) if np.isfinite(score) else None
 
 
 MARGIN = 2.0

@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import datetime
 import random
-from functools import cache
 
 from faker import Faker
 
 from ..record import Question
 from .business_words import BANK, HEADINGS, LANGUAGES, LOCALES, PAGE, STAMPS, TITLES, VAT_ID, Wording
 from .canvas import Canvas
-from .layouts import ITEMS, Asker
+from .layouts import ITEMS, Asker, _address_lines, locale_faker
 
 FAMILIES = ("right", "below", "boxed", "table", "band")
 TOTALS = ("right", "boxed", "footer")
@@ -54,25 +53,12 @@ PARTIES = {
 }
 
 
-@cache
-def _faker(lang: str) -> Faker:
-    fake = Faker(LOCALES[lang])
-    for provider in fake.get_providers():  # a list built from a set: ordered, so pages follow the seed alone
-        if isinstance(getattr(provider, "cities", None), list):
-            provider.cities = sorted(provider.cities)
-    return fake
-
-
-def _address(fake: Faker) -> list[str]:
-    return [line for line in fake.address().replace("\r", "").split("\n") if line.strip()]
-
-
 def business(c: Canvas, _fake: Faker, rng: random.Random, wording=None, vocab=None) -> list[Question]:
     """Draw one business document on ``c``; returns its questions (the page's layout name is left in
     ``c.variant``)."""
     lang, family, totals_style = rng.choice(LANGUAGES), rng.choice(FAMILIES), rng.choice(TOTALS)
     c.variant = f"{family}/{lang}"
-    fake = _faker(lang)
+    fake = locale_faker(LOCALES[lang])
     fake.seed_instance(rng.getrandbits(32))
     w, a = Wording(lang, rng), Asker(c, rng, wording)
     m = c.px(rng.uniform(40, 70))
@@ -130,7 +116,7 @@ def _header(c: Canvas, fake: Faker, rng: random.Random, w: Wording, m: float) ->
     company = fake.company()
     seller = c.text(sx, c.px(45), company, "sans-bold", rng.choice([15, 17, 19]))
     y = c.px(72)
-    for line in _address(fake):
+    for line in _address_lines(fake):
         seller += c.text(sx, y, line, "sans", 10)
         y += c.px(15)
     if rng.random() < 0.6:
@@ -143,7 +129,7 @@ def _header(c: Canvas, fake: Faker, rng: random.Random, w: Wording, m: float) ->
     return seller, max(y, ty) + c.px(42)
 
 
-def _pair(c: Canvas, rng: random.Random, family: str, label: str, value: str, x: float, y: float, width: float):
+def _pair(c: Canvas, family: str, label: str, value: str, x: float, y: float, width: float):
     """One key and its value in the family's way from (x, y); returns (the value's words, the height used)."""
     if family == "right":
         c.text(x, y, label, "sans-bold", 11)
@@ -179,7 +165,7 @@ def _meta(c: Canvas, rng: random.Random, w: Wording, family: str, pairs: list, m
     top = y
     for k, (field, label, value) in enumerate(text):
         col = k % columns
-        found[field], h = _pair(c, rng, family, label, value, x0 + col * width, y, width)
+        found[field], h = _pair(c, family, label, value, x0 + col * width, y, width)
         y += h if col == columns - 1 else 0
     return found, max(y + c.px(46), top + c.px(46))
 
@@ -197,7 +183,7 @@ def _parties(c: Canvas, fake: Faker, rng: random.Random, w: Wording, m: float, y
         c.text(x, yy, w.labels[name], "sans-bold", 11)
         yy += c.px(17)
         ids = c.text(x, yy, fake.company() if rng.random() < 0.6 else fake.name(), "sans", 11)
-        for line in _address(fake):
+        for line in _address_lines(fake):
             yy += c.px(15)
             ids += c.text(x, yy, line, "sans", 11, max_x=x + width - c.px(8))
         out[name] = ids

@@ -14,18 +14,16 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from faker import Faker
 from PIL import Image, ImageFilter
 
 from ..record import Page, Word, union_box
 from ..shards import ShardOptions, ShardWriter
 from .business import EXTRA_LAYOUTS
 from .canvas import Canvas
-from .layouts import LAYOUTS
+from .layouts import LAYOUTS, locale_faker
 from .vocabulary import Vocabulary
 
 LOCALES = ["en_US", "en_GB", "de_DE", "fr_FR", "es_ES", "it_IT", "nl_NL", "en_IE"]
-_FAKERS: dict[str, Faker] = {}
 
 
 @dataclass(frozen=True)
@@ -42,18 +40,6 @@ class NoiseOptions:
     """Fraction of pixels flipped to dark or light specks."""
     jpeg_quality: tuple[int, int] = (35, 80)
     """Range of JPEG qualities when the page is stored as JPEG."""
-
-
-def _faker(locale: str) -> Faker:
-    if locale not in _FAKERS:
-        fake = Faker(locale)
-        # Faker's it_IT address provider builds its city list from a set, so the list's order (and so the city a
-        # seed picks) would follow PYTHONHASHSEED; a sorted list makes pages depend on the seed alone.
-        for provider in fake.get_providers():
-            if isinstance(getattr(provider, "cities", None), list):
-                provider.cities = sorted(provider.cities)
-        _FAKERS[locale] = fake
-    return _FAKERS[locale]
 
 
 def page_seed(seed: int, index: int) -> int:
@@ -84,7 +70,7 @@ def generate_page(
     wording = random.Random(page_seed(seed, index) ^ 0x5EED) if phrasings != "original" else None
     vocab = Vocabulary(random.Random(page_seed(seed, index) ^ 0xB1115)) if phrasings == "business" else None
     name = layout or rng.choice(sorted(LAYOUTS))
-    fake = _faker(rng.choice(LOCALES))
+    fake = locale_faker(rng.choice(LOCALES))
     fake.seed_instance(rng.getrandbits(32))
     width = round(size / math.sqrt(2))
     canvas = Canvas(width, size, font_choice=rng.randrange(4))

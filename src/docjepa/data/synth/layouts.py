@@ -42,6 +42,21 @@ class Asker:
             self.questions.append(Question(template.format(**fmt), qtype, list(answers), template))
 
 
+_FAKERS: dict[str, Faker] = {}
+
+
+def locale_faker(locale: str) -> Faker:
+    """One Faker per locale (seed it per page with ``seed_instance``), its city lists sorted: Faker's it_IT address
+    provider builds its list from a set, so the city a seed picks would otherwise follow PYTHONHASHSEED."""
+    if locale not in _FAKERS:
+        fake = Faker(locale)
+        for provider in fake.get_providers():
+            if isinstance(getattr(provider, "cities", None), list):
+                provider.cities = sorted(provider.cities)
+        _FAKERS[locale] = fake
+    return _FAKERS[locale]
+
+
 def _date(fake: Faker, rng: random.Random) -> str:
     # Fixed bounds: Faker's relative ones ("-3y") move with today's date, and the data with them.
     return fake.date_between(_FIRST_DAY, _LAST_DAY).strftime(rng.choice(DATE_FORMATS))
