@@ -33,8 +33,9 @@ def test_a_recipe_is_one_entry_of_recipes_py(monkeypatch):
 
 def test_a_question_kind_is_a_layout_template_with_its_wordings():
     """Synthetic: a layout asks it (``layouts.py``: templates, kind, answers); ``phrasings.py`` gives it more
-    wordings keyed by its first template. Real PDFs: a rule in ``structure.py`` and its name in ``KINDS``, which
-    the real-page benchmark reads from there. Scores are kept per kind from each question's own ``qtype``."""
+    wordings keyed by its first template. Real PDFs: a rule in ``structure.py``, whose ``KINDS`` are the registry's
+    structure kinds (``data.kinds``), which the real-page benchmark reads from there. Scores are kept per kind from
+    each question's own ``kind``."""
     from docjepa.apps import real_benchmark
     from docjepa.data import structure
     from docjepa.data.synth.phrasings import EXTRA
@@ -49,6 +50,9 @@ def test_a_question_kind_is_a_layout_template_with_its_wordings():
     }
     assert set(EXTRA) <= asked, sorted(set(EXTRA) - asked)  # every extra wording belongs to a template asked
     assert real_benchmark.KINDS is structure.KINDS
+    from docjepa.data import kinds
+
+    assert kinds.asked_by("structure") == structure.KINDS and "field" in kinds.GENERATED_KINDS
     from docjepa.eval.scores import Scores
 
     s = Scores()

@@ -78,7 +78,7 @@ def question_rows(predictor, root: Path, part: str, limit: int | None) -> list[d
             got["best candidate"] = max(iou(reading.answer_mask(c, "mask")[0]) for c in range(decoded.logits.shape[0]))
             got["best drawn"] = max(got["best candidate"], got["words"], got["answer"])
             got["ceiling"] = question_ceiling(page, q, frame, size)
-            rows.append({"kind": page.questions[q].qtype, **got})
+            rows.append({"kind": page.questions[q].kind, **got})
             texts = text_truths(page, q)
             if texts:
                 rows[-1]["text"] = {arm: text_score(page, drawn[arm], frame, texts) for arm in TEXT_ARMS}

@@ -35,7 +35,7 @@ def folder_report(root: Path) -> dict:
     for i in range(len(pages)):
         page = pages[i]
         for q in page.questions:
-            if q.qtype != "page-number":
+            if q.kind != "page-number":
                 continue
             n += 1
             got = words_in(baseline_box(q.text, page.words), page.words)

@@ -51,7 +51,7 @@ def weights_by_kind(predictor, root: Path, part: str) -> dict[str, list[float]]:
                 seen.clear()
                 predictor.decode(page.questions[q].text)
                 if seen:  # a question without a mask prompt is not weighed
-                    out[page.questions[q].qtype].append(seen[-1])
+                    out[page.questions[q].kind].append(seen[-1])
     finally:
         handle.remove()
     return dict(out)

@@ -109,7 +109,7 @@ def propose(root: Path, out: Path, dpi: int = 72, per_kind: int = 20, seed: int 
         documents[doc_id] = {"sha256": file_digest(path)}
         for page in found:
             for q in page.questions:
-                by_kind[q.qtype].append((doc_id, page.page, q))
+                by_kind[q.kind].append((doc_id, page.page, q))
                 pages[(doc_id, page.page)] = page
     rng = random.Random(seed)
     chosen = []
@@ -133,7 +133,7 @@ def propose(root: Path, out: Path, dpi: int = 72, per_kind: int = 20, seed: int 
                 "id": f"q{k:04d}",
                 "doc_id": doc_id,
                 "page": page,
-                "kind": q.qtype,
+                "kind": q.kind,
                 "question": q.text,
                 "answers": [_boxes(a) for a in q.answers],
                 "text": q.answers[0].text,
@@ -336,8 +336,8 @@ def overlay_grid(examples: list[dict], path: Path, per_kind: int, name: str) -> 
 
     chosen: dict[str, list] = defaultdict(list)
     for ex in examples:
-        if len(chosen[ex["qtype"]]) < per_kind:
-            chosen[ex["qtype"]].append(ex)
+        if len(chosen[ex["kind"]]) < per_kind:
+            chosen[ex["kind"]].append(ex)
     tiles = []
     for kind in [k for k in KINDS if k in chosen] + [k for k in chosen if k not in KINDS]:
         for ex in chosen[kind]:

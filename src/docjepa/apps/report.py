@@ -55,7 +55,7 @@ def _grid(out: Path, examples: list[dict]) -> str:
             arr[big] = 0.55 * arr[big] + 0.45 * np.array(colour, dtype=np.float32)
         tile = Image.new("RGB", (w * 4, h * 4 + 36), "white")
         tile.paste(Image.fromarray(arr.astype(np.uint8)), (0, 36))
-        ImageDraw.Draw(tile).text((4, 4), f"[{ex['qtype']}] {ex['question']}"[:70], fill="black")
+        ImageDraw.Draw(tile).text((4, 4), f"[{ex['kind']}] {ex['question']}"[:70], fill="black")
         tiles.append(tile)
     if not tiles:
         return ""

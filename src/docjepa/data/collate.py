@@ -131,7 +131,7 @@ class DocumentCollator:
     def __call__(self, items: Sequence[tuple[Page, int | None]], placements: Sequence[Placement] | None = None) -> dict:
         """Items (page, question index or None) → a batch; ``placements`` (one per item) move the pages in the
         square input (default: fitted at the top left)."""
-        images, ids, boxes, word_ids, masks, valid, questions, qtypes = [], [], [], [], [], [], [], []
+        images, ids, boxes, word_ids, masks, valid, questions, kinds = [], [], [], [], [], [], [], []
         for k, (page, question) in enumerate(items):
             place = placements[k] if placements is not None else Placement()
             images.append(self._image(page, place))
@@ -151,13 +151,13 @@ class DocumentCollator:
                 masks.append(torch.zeros(self.cfg.max_answers, self.cfg.mask_size, self.cfg.mask_size))
                 valid.append(torch.zeros(self.cfg.max_answers, dtype=torch.bool))
                 questions.append("")
-                qtypes.append("")
+                kinds.append("")
             else:
                 mk, vd = self._masks(page, question, place)
                 masks.append(mk)
                 valid.append(vd)
                 questions.append(page.questions[question].text)
-                qtypes.append(page.questions[question].qtype)
+                kinds.append(page.questions[question].kind)
         length = max(len(t) for t in ids)
         pad = self.tokenizer.pad_token_id
         input_ids = torch.full((len(items), length), pad, dtype=torch.long)
@@ -178,7 +178,7 @@ class DocumentCollator:
             "masks": torch.stack(masks),  # (B, A, M, M)
             "answer_valid": torch.stack(valid),  # (B, A)
             "questions": questions,
-            "question_types": qtypes,
+            "question_kinds": kinds,
         }
         if self.reader_tokenizer is not None:  # only the words the page tokens reach; the rest would go unused
             reached = [max((i for i in w if i is not None and i >= 0), default=-1) + 1 for w in word_ids]

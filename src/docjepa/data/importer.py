@@ -29,6 +29,7 @@ from pathlib import Path
 from PIL import Image, ImageSequence
 
 from ..core.errors import UsageError
+from .kinds import row_kind
 from .record import Answer, Page, Question, Word, box_polygon
 from .shards import ShardOptions, ShardWriter, iter_rows, shard_paths
 
@@ -399,7 +400,7 @@ def iter_pages(paths: list[Path], dpi: int = 150, lang: str = "eng", limit: int 
 
 def attach_questions(pages: list[Page], spec: dict, stems: dict[str, str] | None = None) -> None:
     """Questions from a JSON spec (checked by :func:`load_questions`):
-    ``{doc_id: {page: [{"question", "qtype"?, "answers": [[x0, y0, x1, y1], …]}]}}``.
+    ``{doc_id: {page: [{"question", "kind"?, "answers": [[x0, y0, x1, y1], …]}]}}``.
 
     Each answer is a box in page pixels, or a list of boxes for a multi-region answer. A document is found by
     its id, or by its file stem when ``stems`` (stem → id) says that stem belongs to one document only.
@@ -413,7 +414,7 @@ def attach_questions(pages: list[Page], spec: dict, stems: dict[str, str] | None
             for ans in q["answers"]:
                 boxes = ans if isinstance(ans[0], (list, tuple)) else [ans]
                 answers.append(Answer([box_polygon(tuple(map(float, b))) for b in boxes]))
-            page.questions.append(Question(q["question"], q.get("qtype", "user"), answers))
+            page.questions.append(Question(q["question"], row_kind(q), answers))
 
 
 def import_paths(

@@ -137,7 +137,7 @@ class PretrainCollator:
             return None
         gen = torch.Generator().manual_seed(self.seed * 1_000_003 + good[0][0])
         batch = self.base([(page, None) for _, page in good])
-        for key in ("masks", "answer_valid", "questions", "question_types"):
+        for key in ("masks", "answer_valid", "questions", "question_kinds"):
             batch.pop(key)
         b, _length = batch["input_ids"].shape
         gray = batch["pixel_values"].mean(1, keepdim=True)  # (B, 1, S, S) in −1…1

@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageDraw
 
+from .kinds import row_kind
+
 Box = tuple[float, float, float, float]
 
 
@@ -39,10 +41,11 @@ class Answer:
 
 @dataclass
 class Question:
-    """A question about the page, of a named type (for per-type evaluation), with its answers."""
+    """A question about the page, of a named kind (``data.kinds``: what it asks for, scored per kind), with its
+    answers."""
 
     text: str
-    qtype: str
+    kind: str
     answers: list[Answer]
     template: str = ""
     """The unformatted template the text came from (synthetic data), for held-out-template evaluation."""
@@ -97,7 +100,7 @@ class Page:
             "questions": [
                 {
                     "text": q.text,
-                    "qtype": q.qtype,
+                    "kind": q.kind,
                     "template": q.template,
                     "answers": [{"regions": a.regions, "text": a.text, "word_ids": a.word_ids} for a in q.answers],
                 }
@@ -119,7 +122,7 @@ class Page:
             questions=[
                 Question(
                     q["text"],
-                    q["qtype"],
+                    row_kind(q),
                     [Answer([list(r) for r in a["regions"]], a["text"], list(a["word_ids"])) for a in q["answers"]],
                     q.get("template") or "",
                 )

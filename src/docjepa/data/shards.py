@@ -30,7 +30,7 @@ _ANSWER = pa.struct(
     [("regions", pa.list_(pa.list_(pa.float32()))), ("text", pa.string()), ("word_ids", pa.list_(pa.int32()))]
 )
 _QUESTION = pa.struct(
-    [("text", pa.string()), ("qtype", pa.string()), ("answers", pa.list_(_ANSWER)), ("template", pa.string())]
+    [("text", pa.string()), ("kind", pa.string()), ("answers", pa.list_(_ANSWER)), ("template", pa.string())]
 )
 _WORD = pa.struct([("text", pa.string()), ("box", pa.list_(pa.float32(), 4))])
 SCHEMA = pa.schema(

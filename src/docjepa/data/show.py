@@ -45,7 +45,7 @@ def render_page(page: Page, words: bool = True, masks: bool = True) -> Image.Ima
         ld.rectangle((5, y + 2, 5 + font.size, y + 2 + font.size), fill=COLOURS[qi % len(COLOURS)])
         answers = " | ".join(a.text for a in q.answers if a.text)
         ld.text(
-            (12 + font.size, y), f"[{q.qtype}] {q.text}" + (f" → {answers}" if answers else ""), font=font, fill="black"
+            (12 + font.size, y), f"[{q.kind}] {q.text}" + (f" → {answers}" if answers else ""), font=font, fill="black"
         )
     out = Image.new("RGB", (base.width, base.height + legend.height), "white")
     out.paste(base, (0, 0))

@@ -34,11 +34,13 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .kinds import STRUCTURE_KINDS, check_kind
 from .record import Answer, Box, Question, Word, box_polygon, union_box
 
 log = logging.getLogger("docjepa.structure")
 
-KINDS = ("title", "author", "date", "version", "section", "contents", "page-number", "header", "caption", "field")
+KINDS = STRUCTURE_KINDS
+"""The kinds these rules ask (``data.kinds``), in the order the real-page benchmark reports them."""
 MONTHS = (
     "january|february|march|april|may|june|july|august|september|october|november|december"
     "|jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec"
@@ -413,8 +415,10 @@ def document_questions(
     for idx, qs in (fields or {}).items():
         add(idx, qs)
     out: dict[int, list[Question]] = {}
+    for q in (q for qs in found.values() for q in qs):
+        check_kind(q.kind, "structure")  # a rule asking a kind the registry does not give it would go unscored
     for kind in KINDS:
-        items = [(idx, q) for idx in sorted(found) for q in found[idx] if q.qtype == kind]
+        items = [(idx, q) for idx in sorted(found) for q in found[idx] if q.kind == kind]
         for idx, q in _spread(items, PER_DOCUMENT.get(kind, len(items))):
             out.setdefault(idx, []).append(q)
     return out

@@ -119,15 +119,15 @@ def evaluate(
             best = reading.chosen
             pred, _ = reading.answer_mask(best)  # the chosen mask, snapped to the OCR words
             m_parts = best_answer(pred, answers)
-            model.add(question.qtype, *m_parts, question.template, text_score(page, pred, frame, texts))
+            model.add(question.kind, *m_parts, question.template, text_score(page, pred, frame, texts))
             by_path = {}
             for name, scores in paths.items():
                 path_mask = reading.answer_mask(best, name)[0]
                 by_path[name] = best_answer(path_mask, answers)
-                scores.add(question.qtype, *by_path[name], question.template, text_score(page, path_mask, frame, texts))
+                scores.add(question.kind, *by_path[name], question.template, text_score(page, path_mask, frame, texts))
             bmask = box_mask(baseline_box(question.text, page.words), page, frame, size)
             b_parts = best_answer(bmask, answers)
-            base.add(question.qtype, *b_parts, question.template, text_score(page, bmask, frame, texts))
+            base.add(question.kind, *b_parts, question.template, text_score(page, bmask, frame, texts))
             if keep_rows:
                 rows.append(_row(question, float(decoded.scores[best]), m_parts, b_parts, page.layout))
                 rows[-1]["anls"], rows[-1]["baseline_anls"] = model.texts[-1], base.texts[-1]
@@ -159,7 +159,7 @@ def _row(question, score: float, model: tuple[int, int], baseline: tuple[int, in
     """One question's row: its kind, its page's layout, the chosen candidate's predicted IoU, the model's and the
     baseline's IoU."""
     return {
-        "kind": question.qtype,
+        "kind": question.kind,
         "layout": layout,
         "template": question.template,
         "score": score,
@@ -173,7 +173,7 @@ def _example(page: Page, question, pred: np.ndarray, baseline: np.ndarray, answe
     return {
         "page": page,
         "question": question.text,
-        "qtype": question.qtype,
+        "kind": question.kind,
         "template": question.template,
         "pred": pred,
         "baseline": baseline,

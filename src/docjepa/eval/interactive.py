@@ -93,12 +93,12 @@ def click_curve(
                 truths = answer_masks(page, q, place.frame, place.mask_size)
                 inter, union = best_answer(answer, truths)
                 if k in scores:
-                    scores[k].add(question.qtype, inter, union, question.template)
+                    scores[k].add(question.kind, inter, union, question.template)
                 truth = max(truths, key=lambda t: _iou(answer, t))  # the valid answer the person is heading for
                 click = next_click(answer, truth, region)
                 if click is None:  # perfect: later clicks change nothing
                     for later in (c for c in clicks if c > k):
-                        scores[later].add(question.qtype, inter, union, question.template)
+                        scores[later].add(question.kind, inter, union, question.template)
                     break
                 y, x, label = click
                 points.append(place.to_page_point(y, x))

@@ -69,8 +69,8 @@ class Scores:
     texts: list[float | None] = field(default_factory=list)
     """Each question's :func:`anls` (None: its answer is not words, so it has no text score)."""
 
-    def add(self, qtype: str, inter: int, union: int, template: str = "", text: float | None = None) -> None:
-        self.rows.append((qtype, inter, union))
+    def add(self, kind: str, inter: int, union: int, template: str = "", text: float | None = None) -> None:
+        self.rows.append((kind, inter, union))
         self.templates.append(template)
         self.texts.append(text)
 

@@ -41,7 +41,7 @@ def test_key_answers_are_the_values_not_their_labels(pages):
     asked = set()
     for page in pages:
         for q in page.questions:
-            if q.qtype != "key":
+            if q.kind != "key":
                 continue
             (answer,) = q.answers
             assert answer.word_ids and answer.text == " ".join(page.words[i].text for i in answer.word_ids)

@@ -96,7 +96,7 @@ def box(answer):
 
 def questions(tmp_path, **kw):
     pages = import_pdf(make_manual(tmp_path / "manual.pdf", **kw), 72, ImportSummary(), "eng", structure=True)
-    return pages, {(p.page, q.qtype, q.text): q for p in pages for q in p.questions}
+    return pages, {(p.page, q.kind, q.text): q for p in pages for q in p.questions}
 
 
 def test_title_page_gives_title_author_date_and_version(tmp_path):

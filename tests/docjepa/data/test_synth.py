@@ -34,8 +34,8 @@ def test_generator_is_deterministic_per_seed_and_index():
 def test_generator_variety():
     pages = [generate_page(i, seed=0, size=SIZE) for i in range(36)]
     assert {p.layout for p in pages} == set(LAYOUTS)
-    qtypes = {q.qtype for p in pages for q in p.questions}
-    assert {"key", "field", "table", "layout"} <= qtypes
+    kinds_seen = {q.kind for p in pages for q in p.questions}
+    assert {"key", "field", "table", "layout"} <= kinds_seen
     texts = {q.text for p in pages for q in p.questions}
     assert len(texts) > 100  # templates × content, not a handful of fixed strings
     assert all(p.words and p.questions for p in pages)
@@ -53,7 +53,7 @@ def test_extended_phrasings_change_only_the_wording():
         a = generate_page(i, seed=3, size=SIZE, phrasings="original")
         b = generate_page(i, seed=3, size=SIZE, phrasings="extended")
         assert a.image == b.image and a.words == b.words and a.layout == b.layout
-        assert [(q.qtype, q.answers) for q in a.questions] == [(q.qtype, q.answers) for q in b.questions]
+        assert [(q.kind, q.answers) for q in a.questions] == [(q.kind, q.answers) for q in b.questions]
         assert not any(q.template in extra for q in a.questions)
         for qa, qb in zip(a.questions, b.questions):
             total += 1
@@ -87,7 +87,7 @@ def test_answer_masks_cover_exactly_the_answer_words(layout, noise):
             for i in inside:
                 x, y = center(page.words[i].box)
                 assert mask[int(y), int(x)], (q.text, page.words[i].text)
-            if q.qtype in ("key", "table") and a.word_ids and len(q.answers) == 1:
+            if q.kind in ("key", "table") and a.word_ids and len(q.answers) == 1:
                 # No other word's centre falls inside a key/cell answer.
                 others = [w for j, w in enumerate(page.words) if j not in inside]
                 assert not any(mask[int(center(w.box)[1]), int(center(w.box)[0])] for w in others), q.text
@@ -151,7 +151,7 @@ def test_info_and_cli(tmp_path, capsys):
     pages = list(iter_pages(tmp_path / "d"))
     assert info["pages"] == info["documents"] == 6
     assert info["words"] == sum(len(p.words) for p in pages)
-    assert info["questions"] == sum(len(p.questions) for p in pages) == sum(info["question_types"].values())
+    assert info["questions"] == sum(len(p.questions) for p in pages) == sum(info["question_kinds"].values())
     assert info["image_sizes"] == {"181x256": 6}
     main(["info", str(tmp_path / "d")])
     assert '"pages": 6' in capsys.readouterr().out
@@ -189,8 +189,8 @@ def test_business_pages_keep_layout_values_and_questions():
         a = generate_page(i, seed=5, size=SIZE, phrasings="extended")
         b = generate_page(i, seed=5, size=SIZE, phrasings="business")
         assert a.layout == b.layout
-        assert [(q.qtype, q.template, q.text) for q in a.questions] == [
-            (q.qtype, q.template, q.text) for q in b.questions
+        assert [(q.kind, q.template, q.text) for q in a.questions] == [
+            (q.kind, q.template, q.text) for q in b.questions
         ]
         if a.layout not in ("invoice", "receipt"):
             assert a.image == b.image and a.words == b.words

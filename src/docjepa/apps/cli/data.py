@@ -33,13 +33,14 @@ def cmd_generate(args: argparse.Namespace) -> None:
 
 
 def dataset_info(root: Path) -> dict:
-    """Counts and sizes of a dataset folder (documents, pages, words, questions by type, image sizes)."""
+    """Counts and sizes of a dataset folder (documents, pages, words, questions by kind, image sizes)."""
+    from ...data.kinds import row_kind
     from ...data.shards import iter_pages, shard_paths
 
     shards = shard_paths(root)
     if not shards:
         raise UsageError(f"no shard-*.parquet files in {root}")
-    docs, layouts, qtypes, sizes, sources = set(), Counter(), Counter(), Counter(), Counter()
+    docs, layouts, kinds, sizes, sources = set(), Counter(), Counter(), Counter(), Counter()
     pages = words = questions = answers = 0
     for row in iter_pages(root, columns=["doc_id", "width", "height", "words", "questions", "layout", "source"]):
         pages += 1
@@ -47,7 +48,7 @@ def dataset_info(root: Path) -> dict:
         words += len(row["words"])
         questions += len(row["questions"])
         answers += sum(len(q["answers"]) for q in row["questions"])
-        qtypes.update(q["qtype"] for q in row["questions"])
+        kinds.update(row_kind(q) for q in row["questions"])
         layouts[row["layout"] or "none"] += 1
         sizes[f"{row['width']}x{row['height']}"] += 1
         sources[row["source"].split(":")[0]] += 1
@@ -59,7 +60,7 @@ def dataset_info(root: Path) -> dict:
         "words": words,
         "questions": questions,
         "answers": answers,
-        "question_types": dict(qtypes),
+        "question_kinds": dict(kinds),
         "layouts": dict(layouts),
         "image_sizes": dict(sizes.most_common(10)),
         "sources": dict(sources),

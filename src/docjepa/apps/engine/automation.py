@@ -32,7 +32,7 @@ def propose_questions(db: Database, checkpoint, bank_min_score: float = 0.5, pro
             p = model.propose(page, question)
             if kind == "bank" and (not p.masks[p.best].any() or float(p.scores[p.best]) < bank_min_score):
                 continue
-            tid = store.add_task(db, pid, question, qtype=f"engine-{kind}")
+            tid = store.add_task(db, pid, question, kind=kind)
             have.add(question)
             store.set_priority(db, tid, stages.uncertainty(p.logits, p.scores, p.best))
             added += 1

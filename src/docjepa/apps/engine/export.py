@@ -10,6 +10,7 @@ from pathlib import Path
 
 from sqlalchemy import select
 
+from ...data.kinds import canonical
 from ...data.record import Answer, Question
 from ...data.shards import ShardWriter
 from . import masks
@@ -86,7 +87,11 @@ def export(
             for a in anns:
                 p = pages[a.page_id]
                 row = {"id": a.id, "doc_id": p.doc_id, "page": p.page_no, "width": p.width, "height": p.height}
-                row |= _meta(a, users) | {"mask": a.mask, "word_ids": a.word_ids, "qtype": tasks[a.task_id].qtype}
+                row |= _meta(a, users) | {
+                    "mask": a.mask,
+                    "word_ids": a.word_ids,
+                    "kind": canonical(tasks[a.task_id].kind or "user"),
+                }
                 f.write(json.dumps(row) + "\n")
         return {"format": fmt, "annotations": len(anns), "file": str(path)}
     return _shards(anns, pages, tasks, out, val_fraction)
@@ -163,7 +168,11 @@ def _shards(anns, pages, tasks, out: Path, val_fraction: float) -> dict:
                 regions = masks.to_polygons(masks.decode(a.mask))
                 text = " ".join(words[i].text for i in a.word_ids if i < len(words))
                 questions.append(
-                    Question(a.question, tasks[a.task_id].qtype or "user", [Answer(regions, text, list(a.word_ids))])
+                    Question(
+                        a.question,
+                        canonical(tasks[a.task_id].kind or "user"),
+                        [Answer(regions, text, list(a.word_ids))],
+                    )
                 )
             part = "val" if row.doc_id in val_docs else "train"
             writers[part].add(page)

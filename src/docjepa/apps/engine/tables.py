@@ -68,7 +68,8 @@ class Task(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     page_id: Mapped[int] = mapped_column(ForeignKey("pages.id", ondelete="CASCADE"), index=True)
     question: Mapped[str | None] = mapped_column(Text, nullable=True)
-    qtype: Mapped[str] = mapped_column(String(64), default="")
+    kind: Mapped[str] = mapped_column("qtype", String(64), default="")
+    """The question's kind (``data.kinds``); the column keeps the name it was created with."""
     status: Mapped[str] = mapped_column(String(16), default="open", index=True)
     lease_user_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"), nullable=True)
     lease_expires: Mapped[float | None] = mapped_column(Float, nullable=True)

@@ -1,8 +1,8 @@
 """Document layouts: each draws one page on a :class:`Canvas` and returns its questions.
 
-Question types (for per-type evaluation): ``key`` (look up a field's value), ``field`` (where is a
-described block), ``table`` (a cell, row or column), ``layout`` (a structural element),
-``choice`` (which box is ticked) and ``ambiguous`` (several valid answers, all kept).
+Each question has a registered kind (``data.kinds``): ``key`` (look up a field's value), ``field`` (where is a
+described block), ``table`` (a cell, row or column), ``layout`` (a structural element), ``choice`` (which box is
+ticked) and ``ambiguous`` (several valid answers, all kept).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from faker import Faker
 
+from ..kinds import check_kind
 from ..record import Answer, Question, box_polygon
 from .canvas import Canvas
 from .phrasings import EXTRA
@@ -32,14 +33,15 @@ class Asker:
         box = box if box is not None else self.c.box_of(ids)
         return Answer([box_polygon(box)], " ".join(self.c.words[i].text for i in ids), list(ids))
 
-    def ask(self, templates: list[str], qtype: str, *answers: Answer, **fmt: str) -> None:
+    def ask(self, templates: list[str], kind: str, *answers: Answer, **fmt: str) -> None:
+        check_kind(kind, "generator")
         if answers and all(a.word_ids or a.regions for a in answers):
             template = self.rng.choice(templates)
             if self.wording is not None:  # extended phrasings: their own stream, so the page is unchanged
                 more = EXTRA.get(templates[0], ())
                 k = self.wording.randrange(len(templates) + len(more))
                 template = more[k - len(templates)] if k >= len(templates) else template
-            self.questions.append(Question(template.format(**fmt), qtype, list(answers), template))
+            self.questions.append(Question(template.format(**fmt), kind, list(answers), template))
 
 
 _FAKERS: dict[str, Faker] = {}

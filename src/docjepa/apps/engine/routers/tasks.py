@@ -40,7 +40,7 @@ def release(task_id: Id, who: User, db: DB) -> dict:
 def add_missed(task_id: Id, body: ProposeIn, who: User, db: DB) -> dict:
     """A question the engine did not ask about the page of a task the caller holds: a new task on that page."""
     task = store.task_for(db, task_id, who["id"])
-    return {"id": store.add_task(db, task["page_id"], body.question, qtype="user-added")}
+    return {"id": store.add_task(db, task["page_id"], body.question, kind="user")}
 
 
 @router.post("")

@@ -316,7 +316,7 @@ async function nextTask() {
   try { task = await api("POST", "/api/tasks/next"); }
   catch (e) { $("task-info").textContent = ""; say(e.status === 404 ? "no open task: all done" : e.message, e.status !== 404); return; }
   state.task = task;
-  $("task-info").textContent = `Task ${task.id} · ${task.page.doc_id} p.${task.page.page + 1}${task.qtype ? " · " + task.qtype : ""}`;
+  $("task-info").textContent = `Task ${task.id} · ${task.page.doc_id} p.${task.page.page + 1}${task.kind ? " · " + task.kind : ""}`;
   $("question").value = task.question || ""; $("question").readOnly = task.question !== null;
   await loadPage(task.page);
   state.renewTimer = setInterval(() => api("POST", `/api/tasks/${task.id}/renew`).catch((e) => say(e.message, true)), 60000);

@@ -33,9 +33,9 @@ def add_pages(db: Database, pages: list[Page], with_questions: bool = True) -> d
             )
             s.add(row)
             s.flush()
-            questions = [(q.text, q.qtype) for q in page.questions] if with_questions else []
-            for text, qtype in dict.fromkeys(questions) or [(None, "")]:
-                s.add(Task(page_id=row.id, question=text, qtype=qtype, status="open", claims=0, created_at=now()))
+            questions = [(q.text, q.kind) for q in page.questions] if with_questions else []
+            for text, kind in dict.fromkeys(questions) or [(None, "")]:
+                s.add(Task(page_id=row.id, question=text, kind=kind, status="open", claims=0, created_at=now()))
                 tasks += 1
             added += 1
     return {"pages_added": added, "pages_already_there": passed, "tasks_added": tasks}

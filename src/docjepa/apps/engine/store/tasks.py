@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy import delete, or_, select, update
 
+from ....data.kinds import canonical
 from ..db import Database
 from ..tables import PageRow, Skip, Task, now
 from .errors import Conflict, NotFound
@@ -13,11 +14,11 @@ LEASE_SECONDS = 15 * 60
 """How long a task stays with the annotator it was handed to (renewed while the page is open)."""
 
 
-def add_task(db: Database, page_id: int, question: str | None, qtype: str = "user") -> int:
+def add_task(db: Database, page_id: int, question: str | None, kind: str = "user") -> int:
     with db.write() as s:
         if s.get(PageRow, page_id) is None:
             raise NotFound(f"no page {page_id}")
-        task = Task(page_id=page_id, question=(question or "").strip() or None, qtype=qtype, status="open", claims=0)
+        task = Task(page_id=page_id, question=(question or "").strip() or None, kind=kind, status="open", claims=0)
         task.created_at = now()
         s.add(task)
         s.flush()
@@ -29,7 +30,7 @@ def task_json(task: Task, page: PageRow | None = None) -> dict:
         "id": task.id,
         "page_id": task.page_id,
         "question": task.question,
-        "qtype": task.qtype,
+        "kind": canonical(task.kind),
         "status": task.status,
         "lease_expires": task.lease_expires,
     }
