@@ -5,7 +5,7 @@ from pathlib import Path
 import torch
 
 
-def tiny_bert_folder(tok, path: Path, dropout: float = 0.1) -> Path:
+def tiny_bert_folder(tok, path: Path, dropout: float = 0.1, layers: int = 1) -> Path:
     """A small random BERT saved with ``tok``: stands in for a user's pre-trained sentence encoder."""
     from transformers import BertConfig, BertModel
 
@@ -13,7 +13,7 @@ def tiny_bert_folder(tok, path: Path, dropout: float = 0.1) -> Path:
     cfg = BertConfig(
         vocab_size=len(tok),
         hidden_size=48,
-        num_hidden_layers=1,
+        num_hidden_layers=layers,
         num_attention_heads=2,
         intermediate_size=96,
         max_position_embeddings=64,

@@ -51,12 +51,13 @@ def test_groups_and_rates():
 
 
 def test_the_continued_run_table_is_the_committed_runs():
-    """The shipped / continued table of docs/docjepa-extract.md quotes the four committed JSON files."""
+    """The shipped / continued / joint-reader table of docs/docjepa-extract.md quotes the six committed JSON files,
+    and the prose the joint reader's timing."""
     res = ROOT / "benchmarks/results/docjepa"
-    business = [json.loads((res / f"business/{n}.json").read_text())["scores"] for n in ("shipped", "continued-500")]
+    runs = ("shipped", "continued-500", "joint-500")
+    business = [json.loads((res / f"business/{n}.json").read_text())["scores"] for n in runs]
     foreign = [
-        json.loads((res / f"foreign/{n}.json").read_text())["scores"]["by_generator"]["all"]["all"]
-        for n in ("shipped", "continued-500")
+        json.loads((res / f"foreign/{n}.json").read_text())["scores"]["by_generator"]["all"]["all"] for n in runs
     ]
     want = {
         "business pages, `key` mIoU": [f"{b['kind: key']['model mIoU']:.3f}" for b in business],
@@ -70,7 +71,10 @@ def test_the_continued_run_table_is_the_committed_runs():
     rows = {
         cells[0]: cells[1:]
         for line in text.splitlines()
-        if line.startswith("| ") and len(cells := [c.strip() for c in line.strip("|").split("|")]) == 3
+        if line.startswith("| ") and len(cells := [c.strip() for c in line.strip("|").split("|")]) == 4
     }
     for name, values in want.items():
         assert rows[name] == values, name
+    cost = [json.loads((res / f"business/{n}.json").read_text())["question_ms"] for n in ("joint-500", "continued-500")]
+    said = f"median {cost[0]['median']:.0f} ms, p90 {cost[0]['p90']:.0f} ms, against {cost[1]['median']:.0f} / "
+    assert said + f"{cost[1]['p90']:.0f} ms without it ({cost[0]['n']} questions" in " ".join(text.split())

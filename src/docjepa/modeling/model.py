@@ -45,6 +45,7 @@ class DocJepaConfig(PretrainedConfig):
         freeze_question_tower: bool = False,
         page_reader: bool = False,
         prompt_gate: bool = False,
+        joint_layers: int = 0,
         **kwargs,
     ) -> None:
         self.image = dict(image or {})
@@ -81,6 +82,10 @@ class DocJepaConfig(PretrainedConfig):
         """The matcher's box, as mask prompt, weighs ``prior_gain`` × 2·sigmoid(a linear map of the pooled question)
         in the mask logits, a map that starts at zero (×1, the ungated model). A prompt with clicks (the answer
         being refined) keeps ``prior_gain``."""
+        self.joint_layers = joint_layers
+        """The question tower's top N layers, copied and trained, read the question and the page's words in one
+        sequence, added to the page tokens the word decoder reads (``modeling.joint_reader``; needs
+        ``page_reader``); 0: none."""
 
         super().__init__(**kwargs)
 

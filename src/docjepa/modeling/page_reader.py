@@ -11,7 +11,8 @@ layout never enters the pre-trained tower's input, which therefore reads what it
 
 The reading depends on the page's words only. A frozen tower reads each page once: in training, the readings of
 the pages seen are kept (per page, in half precision) and reused whenever the page comes back; a predictor keeps
-the whole page encoding anyway.
+the whole page encoding anyway. With a joint reader (:mod:`~docjepa.modeling.joint_reader`) the same pass also
+gives each word's states after the tower's lower layers, which that reader reads again with each question.
 """
 
 from __future__ import annotations
@@ -59,25 +60,33 @@ class PageReader(nn.Module):
         nn.init.zeros_(self.mix.weight)
         nn.init.zeros_(self.mix.bias)
 
-    def read(self, encoder: QuestionEncoder, ids: Tensor, mask: Tensor, word: Tensor, words: int) -> Tensor:
-        """The tower's states averaged per word (B, words, H); cached per page while training a frozen tower."""
+    def read(
+        self, encoder: QuestionEncoder, ids: Tensor, mask: Tensor, word: Tensor, words: int, depth: int | None = None
+    ) -> Tensor:
+        """The tower's states averaged per word (B, words, H); with ``depth``, also its states after its first
+        ``depth`` layers (B, words, 2H: last, then those). Cached per page while training a frozen tower."""
+
+        def states(ids: Tensor, mask: Tensor) -> Tensor:
+            out = encoder.clip(input_ids=ids, attention_mask=mask, output_hidden_states=depth is not None)
+            last = out.last_hidden_state
+            return last if depth is None else torch.cat([last, out.hidden_states[depth]], dim=-1)
+
         cached = self.training and encoder.frozen and self.cache_pages > 0
         if not cached:
             with torch.set_grad_enabled(torch.is_grad_enabled() and not encoder.frozen):
-                states = encoder.clip(input_ids=ids, attention_mask=mask).last_hidden_state
-            return pool_words(states, word, words)
+                return pool_words(states(ids, mask), word, words)
         keys = [ids[i, : int(mask[i].sum())].cpu().numpy().tobytes() for i in range(len(ids))]
         missing = list({k: i for i, k in reversed(list(enumerate(keys))) if k not in self._cache}.values())
         if missing:
             sub = torch.tensor(missing, device=ids.device)
             length = int(mask[sub].sum(1).max())
             with torch.no_grad():
-                states = encoder.clip(input_ids=ids[sub, :length], attention_mask=mask[sub, :length]).last_hidden_state
-                pooled = pool_words(states.float(), word[sub, :length], words)
+                pooled = pool_words(states(ids[sub, :length], mask[sub, :length]).float(), word[sub, :length], words)
             for j, i in enumerate(missing):
                 n = int(word[i].max()) + 1
                 self._cache[keys[i]] = pooled[j, :n].to(torch.float16)
-        out = torch.zeros(len(ids), words, encoder.clip.config.hidden_size, device=ids.device)
+        width = encoder.clip.config.hidden_size * (1 if depth is None else 2)
+        out = torch.zeros(len(ids), words, width, device=ids.device)
         for i, k in enumerate(keys):
             self._cache.move_to_end(k)
             got = self._cache[k][:words]
@@ -86,14 +95,19 @@ class PageReader(nn.Module):
             self._cache.popitem(last=False)
         return out
 
-    def forward(self, encoder: QuestionEncoder, reader: dict[str, Tensor], word_index: Tensor) -> Tensor:
+    def forward(
+        self, encoder: QuestionEncoder, reader: dict[str, Tensor], word_index: Tensor, depth: int | None = None
+    ) -> tuple[Tensor, Tensor | None]:
         """``reader``: ``reader_ids``, ``reader_mask``, ``reader_word`` (:func:`~docjepa.data.reader.reader_inputs`);
-        ``word_index`` (B, L): each page token's word → (B, L, D). Pages longer than the tower's positions are cut
-        there; the words after the cut get nothing."""
+        ``word_index`` (B, L): each page token's word → (B, L, D) to add to the page tokens, and with ``depth`` the
+        tower's states of each word after its first ``depth`` layers (B, W, H), for the joint reader (else None).
+        Pages longer than the tower's positions are cut there; the words after the cut get nothing."""
         words = max(int(word_index.max()) + 1, 1)
         cut = getattr(encoder.clip.config, "max_position_embeddings", None)  # a longer page: its last words unread
         ids, mask, word = (reader[k][:, :cut] for k in ("reader_ids", "reader_mask", "reader_word"))
-        per_word = self.read(encoder, ids, mask, word, words)
-        per_token = spread(per_word, word_index).to(encoder.proj.weight.dtype)
+        per_word = self.read(encoder, ids, mask, word, words, depth)
+        hidden = encoder.clip.config.hidden_size
+        lower = None if depth is None else per_word[..., hidden:]
+        per_token = spread(per_word[..., :hidden], word_index).to(encoder.proj.weight.dtype)
         read = (per_token != 0).any(-1, keepdim=True)  # special tokens, padding and words past the cut: nothing
-        return self.mix(encoder.proj(per_token)) * read
+        return self.mix(encoder.proj(per_token)) * read, lower

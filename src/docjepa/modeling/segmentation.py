@@ -11,6 +11,7 @@ from transformers import PretrainedConfig
 
 from ..data.prompt import QuestionPrompt
 from ..data.reader import READER_KEYS, reader_batch
+from .joint_reader import JointReader, word_boxes
 from .mask_decoder import (
     LayoutPainter,
     MaskDecoder,
@@ -41,11 +42,27 @@ class PageEncoding:
     """Which mask pixels each token's box covers."""
     words: Tensor
     """(B, D/8, M, M) the page's words painted at the mask resolution M."""
+    reading: Tensor | None = None
+    """(B, W, H) the question tower's lower-layer states of each page word, for the joint reader (else None)."""
+    word_box: Tensor | None = None
+    """(B, W, 4) each page word's box in 0…1000 (with ``reading``)."""
+    word_index: Tensor | None = None
+    """(B, L) each page token's word, −1 for none (with ``reading``)."""
+
+    def _joint(self, pick) -> dict:
+        if self.reading is None:
+            return {}
+        return {k: pick(getattr(self, k)) for k in ("reading", "word_box", "word_index")}
 
     def select(self, idx: Tensor) -> PageEncoding:
         """The encodings of pages ``idx`` (1-D indices)."""
         return PageEncoding(
-            self.image[idx], self.text[idx], self.attention_mask[idx], self.cover.select(idx), self.words[idx]
+            self.image[idx],
+            self.text[idx],
+            self.attention_mask[idx],
+            self.cover.select(idx),
+            self.words[idx],
+            **self._joint(lambda t: t[idx]),
         )
 
     def repeat(self, b: int) -> PageEncoding:
@@ -56,6 +73,7 @@ class PageEncoding:
             self.attention_mask.expand(b, -1),
             self.cover.repeat(b),
             self.words.expand(b, -1, -1, -1),
+            **self._joint(lambda t: t.expand(b, *t.shape[1:])),
         )
 
 
@@ -112,7 +130,15 @@ class DocJepaForSegmentation(DocJepaPreTrainedModel):
         self.prior_gain = nn.Parameter(torch.tensor(float(config.prior_gain)))  # learned from its initial value
         self.page_reader = PageReader(d) if config.page_reader else None
         self.prompt_gate = nn.Linear(d, 1) if config.prompt_gate else None
+        self.joint_reader = None
+        if getattr(config, "joint_layers", 0):
+            if self.page_reader is None:
+                raise ValueError("joint_layers reads the page's words with the question: it needs page_reader")
+            tower = self.question_encoder.clip
+            self.joint_reader = JointReader(tower.config, config.joint_layers, d)
         self.post_init()
+        if self.joint_reader is not None:
+            self.joint_reader._zero_init()
         if self.page_reader is not None:
             self.page_reader._zero_init()
         if self.prompt_gate is not None:  # ×1 at the start: the ungated model
@@ -124,20 +150,27 @@ class DocJepaForSegmentation(DocJepaPreTrainedModel):
     ) -> PageEncoding:
         """Pages (image + OCR tokens) → fused image embedding, fused tokens and their painted map. A model with a
         page reader also needs ``reader``: the collator's ``reader_ids``, ``reader_mask``, ``reader_word`` and
-        ``word_index`` (see :mod:`~docjepa.modeling.page_reader`); its reading is added to the fused tokens."""
+        ``word_index`` (see :mod:`~docjepa.modeling.page_reader`); its reading is added to the fused tokens. A
+        model with a joint reader also keeps the tower's lower-layer reading of each word, for the questions."""
         out = self.backbone(pixel_values, input_ids, attention_mask, bbox)
         cover = word_cover(bbox, attention_mask, self.config.mask_size)
-        text = out.fused_text
+        text, joint = out.fused_text, {}
         if self.page_reader is not None:
             if reader is None or any(k not in reader for k in (*READER_KEYS, "word_index")):
                 raise ValueError("this model reads the page with its question tower: give the collator's reader inputs")
-            text = text + self.page_reader(self.question_encoder, reader, reader["word_index"]).to(text.dtype)
+            depth = None if self.joint_reader is None else self.joint_reader.start
+            index = reader["word_index"]
+            added, lower = self.page_reader(self.question_encoder, reader, index, depth)
+            text = text + added.to(text.dtype)
+            if lower is not None:
+                joint = dict(reading=lower, word_box=word_boxes(bbox, index, lower.shape[1]), word_index=index)
         return PageEncoding(
             image=out.fused_image,
             text=text,
             attention_mask=attention_mask,
             cover=cover,
             words=self.painter(text, cover),
+            **joint,
         )
 
     def decode(
@@ -165,8 +198,16 @@ class DocJepaForSegmentation(DocJepaPreTrainedModel):
             if p.points is not None:
                 size = self.config.image_size
                 clicked = tokens_clicked(p.points, p.point_labels, page.cover, page.text.shape[1], size)
+            text = page.text
+            if self.joint_reader is not None:  # the page's words read again, with this question
+                if page.reading is None:
+                    raise ValueError("this model reads the question with the page: encode it with the reader inputs")
+                read = self.joint_reader.read(
+                    self.question_encoder, p.question_ids, p.question_mask, page.reading, page.word_box, page.word_index
+                )
+                text = text + read.to(text.dtype)
             token_logits, feats = self.word_decoder(
-                page.text, page.attention_mask, q, q_mask, words, p.word_mask, p.word_match, inside, clicked
+                text, page.attention_mask, q, q_mask, words, p.word_mask, p.word_match, inside, clicked
             )
             high_res = high_res + paint(feats, page.cover)
         geo = self.prompt_encoder(p.points, p.point_labels, p.boxes)

@@ -9,6 +9,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 from torch import nn
+from transformers import AutoConfig
 
 from ..core.errors import ConfigError
 from ..data.collate import CollateConfig
@@ -61,6 +62,10 @@ class SegModelConfig:
     """Scale the mask prompt's weight per question (``DocJepaConfig.prompt_gate``): the model learns which
     questions' matcher boxes to trust, rather than one weight for all. Ignored without a mask prompt added to the
     logits (``lexical_prior`` false or ``prior_gain`` 0)."""
+    joint_layers: int = 0
+    """The question tower's top N layers, copied from it and trained, read the question and the page's words in one
+    sequence (``modeling.joint_reader``): every page word's state then depends on the question. Starts at zero
+    (step 0 answers as without it); needs ``page_reader``. 0: none."""
     freeze_text_layers: int = 0
     """Keep the page text encoder's embeddings and first N layers as loaded (-1: all; 0: train everything): a
     pre-trained encoder's knowledge kept while the new parts (layout embeddings, heads, fusion) learn."""
@@ -181,6 +186,11 @@ def build_segmentation_model(cfg: FinetuneConfig, tokenizer, init: Path | None =
             "(or model.page_reader=false)"
         )
     config.page_reader = cfg.model.page_reader
+    if cfg.model.joint_layers and not cfg.model.page_reader:
+        raise ValueError("model.joint_layers reads the page's words as the page reader does: set model.page_reader")
+    config.joint_layers = cfg.model.joint_layers
+    if cfg.model.joint_layers and cfg.model.question_tower:  # its layers are copied: built to the tower's shape
+        config.question_tower = AutoConfig.from_pretrained(resolve_model_dir(cfg.model.question_tower)).to_dict()
     config.prompt_gate = cfg.model.prompt_gate and bool(config.prior_gain)  # no prompt added: nothing to weigh
     model = DocJepaForSegmentation(config)
     if init:
@@ -191,7 +201,18 @@ def build_segmentation_model(cfg: FinetuneConfig, tokenizer, init: Path | None =
     if cfg.model.question_tower:
         model.question_encoder.load_pretrained_tower(resolve_model_dir(cfg.model.question_tower))
         model.config.question_tower = tower_spec(model.question_encoder.clip)
+    if model.joint_reader is not None and not (init and saved_names(src, "joint_reader.")):
+        model.joint_reader.begin(model.question_encoder.clip)  # the tower's own top layers, as loaded
     return model
+
+
+def saved_names(model_dir: Path, prefix: str) -> list[str]:
+    """The names of a saved model's tensors that start with ``prefix``."""
+    from safetensors import safe_open
+
+    with safe_open(str(Path(model_dir) / "model.safetensors"), framework="pt") as f:
+        names = f.keys()
+    return [k for k in names if k.startswith(prefix)]
 
 
 class FinetuneTask(Task):

@@ -105,11 +105,11 @@ def test_a_frozen_tower_reads_each_page_once_in_training_and_the_mix_learns(docs
     reader, enc = reader_batch(batch), read.question_encoder
     with torch.no_grad():
         read.page_reader.mix.weight.normal_()
-        again = read.page_reader(enc, reader, batch["word_index"])
+        again = read.page_reader(enc, reader, batch["word_index"])[0]
     assert calls == []  # the pages' readings came from the cache
     read.eval()  # evaluation reads afresh (a predictor keeps the page encoding instead)
     with torch.no_grad():
-        fresh = read.page_reader(enc, reader, batch["word_index"])
+        fresh = read.page_reader(enc, reader, batch["word_index"])[0]
     assert fresh.abs().max() > 0.1
     torch.testing.assert_close(again, fresh, rtol=1e-2, atol=1e-2)  # the cache holds half precision
     assert calls == [3]

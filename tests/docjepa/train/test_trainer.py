@@ -130,3 +130,35 @@ def test_a_prompt_gate_weighs_the_mask_prompt_only_where_there_is_one(tok):
     cfg = updated(cfg, {"model": {"lexical_prior": False}})
     model = build_segmentation_model(cfg, tok)  # no prompt added to the logits: nothing to weigh
     assert model.prompt_gate is None and not model.config.prompt_gate
+
+
+def test_a_joint_reader_starts_from_the_towers_top_layers_and_keeps_its_own_when_it_has_them(tok, tmp_path):
+    from safetensors.torch import load_file
+
+    from docjepa.train.finetune import build_segmentation_model
+    from tests.helpers import tiny_bert_folder
+
+    folder = tiny_bert_folder(tok, tmp_path / "bert", layers=3)
+    args = [f"--model.question_tower={folder}", "--model.page_reader=true", "--model.freeze_question_tower=true"]
+    alone = load_config(
+        FinetuneConfig, "finetune/tiny", [args[0], "--model.page_reader=false", "--model.joint_layers=1"]
+    )
+    with pytest.raises(ValueError, match=r"model\.joint_layers reads the page's words"):
+        build_segmentation_model(alone, tok)
+    cfg = load_config(FinetuneConfig, "finetune/tiny", [*args, "--model.joint_layers=2"])
+    model = build_segmentation_model(cfg, tok)
+    tower = load_file(str(folder / "model.safetensors"))
+    reader = model.joint_reader
+    assert reader.start == 1 and model.config.joint_layers == 2
+    for i, layer in enumerate(reader.layers):  # the tower's layers 1 and 2, as saved
+        theirs = tower[f"encoder.layer.{1 + i}.attention.self.query.weight"]
+        assert torch.equal(layer.attention.self.query.weight, theirs)
+    assert reader.out.weight.abs().sum() == 0 and reader.layout.x.weight.abs().sum() == 0
+    with torch.no_grad():
+        reader.out.weight.normal_()
+        reader.layers[0].attention.self.query.weight.add_(1.0)
+    model.save_pretrained(tmp_path / "joint")
+    again = build_segmentation_model(updated(cfg, {"model": {"init": str(tmp_path / "joint")}}), tok)
+    torch.testing.assert_close(again.joint_reader.out.weight, reader.out.weight)  # its own, not the tower's again
+    mine = again.joint_reader.layers[0].attention.self.query.weight
+    torch.testing.assert_close(mine, reader.layers[0].attention.self.query.weight)
