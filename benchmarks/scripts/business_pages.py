@@ -93,10 +93,9 @@ def markdown(result: dict) -> str:
     return "\n".join(lines)
 
 
-def question_cost(predictor, data: Path, pages: int) -> dict:
+def question_cost(predictor, data: Path, pages: int, raw: bool = False) -> dict | list[float]:
     """Milliseconds of a further question on an encoded page (``predict`` after the page's first question), median
-    and p90 over every further question of the first ``pages`` pages."""
-    import statistics
+    and p90 over every further question of the first ``pages`` pages (``raw``: every time, as measured)."""
     import time
 
     from docjepa.data.shards import DocumentDataset
@@ -111,9 +110,16 @@ def question_cost(predictor, data: Path, pages: int) -> dict:
             t = time.perf_counter()
             predictor.predict(q.text)
             times.append(1e3 * (time.perf_counter() - t))
-    times.sort()
-    p90 = times[min(len(times) - 1, int(0.9 * len(times)))]
-    return {"median": round(statistics.median(times), 1), "p90": round(p90, 1), "n": len(times)}
+    return times if raw else summarise_times(times)
+
+
+def summarise_times(times: list[float]) -> dict:
+    """Median and p90 (the value 90 % of the times do not exceed) of milliseconds, and how many."""
+    import statistics
+
+    ordered = sorted(times)
+    p90 = ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
+    return {"median": round(statistics.median(ordered), 1), "p90": round(p90, 1), "n": len(ordered)}
 
 
 def main(argv: list[str] | None = None) -> dict:
