@@ -17,10 +17,11 @@ READER_KEYS = ("reader_ids", "reader_mask", "reader_word")
 """The batch entries :func:`reader_inputs` makes (with ``word_index``, what the page reader needs)."""
 
 
-def reader_inputs(tokenizer, pages: Sequence[Sequence[str]], max_tokens: int = 512) -> dict[str, torch.Tensor]:
+def reader_inputs(tokenizer, pages: Sequence[Sequence[str]], max_tokens: int = 8192) -> dict[str, torch.Tensor]:
     """Each page's words → ``reader_ids`` (B, R) the tower tokenizer's ids, ``reader_mask`` (B, R) 1 for real
     tokens, ``reader_word`` (B, R) the index of each token's word in the page's words (−1 for special tokens and
-    padding). Pages longer than ``max_tokens`` are cut; their last words then get no tower reading.
+    padding). A page longer than the tower's positions is read in windows (``modeling.page_reader.windowed``);
+    pages longer than ``max_tokens`` are cut, their last words then get no tower reading.
     The tokenizer must be a fast one (it maps sub-tokens to words)."""
     if not getattr(tokenizer, "is_fast", False):
         raise ValueError("the page reader needs a fast tokenizer (one that maps sub-tokens back to words)")

@@ -25,16 +25,46 @@ from torch import Tensor, nn
 from .prompt_encoder import QuestionEncoder
 
 
-def pool_words(states: Tensor, word: Tensor, words: int) -> Tensor:
-    """Mean of the token states (B, R, H) of each word (``word`` (B, R): its index, −1 for none) → (B, words, H);
-    a word no token reaches is zero."""
+def pool_sums(states: Tensor, word: Tensor, words: int) -> tuple[Tensor, Tensor]:
+    """Sum of the token states (B, R, H) of each word (``word`` (B, R): its index, −1 for none) → (B, words, H), and
+    how many tokens each sum holds (B, words)."""
     b, _, h = states.shape
     keep = (word >= 0) & (word < words)
     rows = torch.arange(b, device=word.device).unsqueeze(1).expand_as(word)
     flat = (rows * words + word.clamp(min=0))[keep]
     total = states.new_zeros(b * words, h).index_add(0, flat, states[keep])
     count = states.new_zeros(b * words).index_add(0, flat, torch.ones_like(flat, dtype=states.dtype))
-    return (total / count.clamp(min=1).unsqueeze(1)).view(b, words, h)
+    return total.view(b, words, h), count.view(b, words)
+
+
+def pool_words(states: Tensor, word: Tensor, words: int) -> Tensor:
+    """Mean of the token states (B, R, H) of each word (``word`` (B, R): its index, −1 for none) → (B, words, H);
+    a word no token reaches is zero."""
+    total, count = pool_sums(states, word, words)
+    return total / count.clamp(min=1).unsqueeze(-1)
+
+
+def windowed(run, ids: Tensor, mask: Tensor, word: Tensor, words: int, size: int | None) -> Tensor:
+    """:func:`pool_words` of ``run(ids, mask)``'s states (B, R, H), a sequence longer than the tower's ``size``
+    positions read in windows: each window is the first token ([CLS]), ``size`` − 2 tokens, and the row's last real
+    token ([SEP]); windows overlap by half, and a word's state is the mean of its tokens' states over every window
+    that holds them, so every word of a long page is read, with at least a quarter window of context either side."""
+    length = ids.shape[1]
+    if size is None or length <= size:
+        return pool_words(run(ids, mask), word, words)
+    body = size - 2
+    first = ids[:, :1]
+    last = ids.gather(1, (mask.sum(1, keepdim=True) - 1).clamp(min=0))
+    one, none = torch.ones_like(mask[:, :1]), torch.full_like(word[:, :1], -1)
+    total = count = None
+    for start in range(1, length - 1, body // 2):
+        span = slice(start, min(start + body, length - 1))
+        states = run(torch.cat([first, ids[:, span], last], 1), torch.cat([one, mask[:, span], one], 1))
+        sums, n = pool_sums(states, torch.cat([none, word[:, span], none], 1), words)
+        total, count = (sums, n) if total is None else (total + sums, count + n)
+        if span.stop >= length - 1:
+            break
+    return total / count.clamp(min=1).unsqueeze(-1)
 
 
 def spread(per_word: Tensor, word_index: Tensor) -> Tensor:
@@ -66,6 +96,8 @@ class PageReader(nn.Module):
         """The tower's states averaged per word (B, words, H); with ``depth``, also its states after its first
         ``depth`` layers (B, words, 2H: last, then those). Cached per page while training a frozen tower."""
 
+        cut = getattr(encoder.clip.config, "max_position_embeddings", None)  # longer pages: read in windows
+
         def states(ids: Tensor, mask: Tensor) -> Tensor:
             out = encoder.clip(input_ids=ids, attention_mask=mask, output_hidden_states=depth is not None)
             last = out.last_hidden_state
@@ -74,14 +106,14 @@ class PageReader(nn.Module):
         cached = self.training and encoder.frozen and self.cache_pages > 0
         if not cached:
             with torch.set_grad_enabled(torch.is_grad_enabled() and not encoder.frozen):
-                return pool_words(states(ids, mask), word, words)
+                return windowed(states, ids, mask, word, words, cut)
         keys = [ids[i, : int(mask[i].sum())].cpu().numpy().tobytes() for i in range(len(ids))]
         missing = list({k: i for i, k in reversed(list(enumerate(keys))) if k not in self._cache}.values())
         if missing:
             sub = torch.tensor(missing, device=ids.device)
             length = int(mask[sub].sum(1).max())
             with torch.no_grad():
-                pooled = pool_words(states(ids[sub, :length], mask[sub, :length]).float(), word[sub, :length], words)
+                pooled = windowed(states, ids[sub, :length], mask[sub, :length], word[sub, :length], words, cut).float()
             for j, i in enumerate(missing):
                 n = int(word[i].max()) + 1
                 self._cache[keys[i]] = pooled[j, :n].to(torch.float16)
@@ -101,13 +133,12 @@ class PageReader(nn.Module):
         """``reader``: ``reader_ids``, ``reader_mask``, ``reader_word`` (:func:`~docjepa.data.reader.reader_inputs`);
         ``word_index`` (B, L): each page token's word → (B, L, D) to add to the page tokens, and with ``depth`` the
         tower's states of each word after its first ``depth`` layers (B, W, H), for the joint reader (else None).
-        Pages longer than the tower's positions are cut there; the words after the cut get nothing."""
+        Pages longer than the tower's positions are read in overlapping windows (:func:`windowed`)."""
         words = max(int(word_index.max()) + 1, 1)
-        cut = getattr(encoder.clip.config, "max_position_embeddings", None)  # a longer page: its last words unread
-        ids, mask, word = (reader[k][:, :cut] for k in ("reader_ids", "reader_mask", "reader_word"))
+        ids, mask, word = (reader[k] for k in ("reader_ids", "reader_mask", "reader_word"))
         per_word = self.read(encoder, ids, mask, word, words, depth)
         hidden = encoder.clip.config.hidden_size
         lower = None if depth is None else per_word[..., hidden:]
         per_token = spread(per_word[..., :hidden], word_index).to(encoder.proj.weight.dtype)
-        read = (per_token != 0).any(-1, keepdim=True)  # special tokens, padding and words past the cut: nothing
+        read = (per_token != 0).any(-1, keepdim=True)  # special tokens and padding: nothing
         return self.mix(encoder.proj(per_token)) * read, lower
