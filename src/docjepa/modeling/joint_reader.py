@@ -87,11 +87,10 @@ class JointReader(nn.Module):
             mine.load_state_dict(source.state_dict())
         self._zero_init()
 
-    def question(self, tower: PreTrainedModel, ids: Tensor, mask: Tensor, frozen: bool) -> Tensor:
-        """The question's tokens after the tower's first ``start`` layers (B, T, H)."""
-        with torch.set_grad_enabled(torch.is_grad_enabled() and not frozen):
-            out = tower(input_ids=ids, attention_mask=mask, output_hidden_states=True)
-        return out.hidden_states[self.start]
+    def question(self, encoder, ids: Tensor, mask: Tensor) -> Tensor:
+        """The question's tokens after the tower's first ``start`` layers (B, T, H) (``encoder``: the question
+        encoder; :meth:`QuestionEncoder.encode` gives them with its prompt tokens, from one pass)."""
+        return encoder.encode(ids, mask, self.start)[1]
 
     def forward(self, question: Tensor, question_mask: Tensor, words: Tensor, word_box: Tensor) -> Tensor:
         """question (B, T, H) lower states and mask (B, T); words (B, W, H) the page words' lower states (all zero:
@@ -111,8 +110,7 @@ class JointReader(nn.Module):
         t = question.shape[1]
         return self.out(x[:, t:]) * valid.unsqueeze(-1).to(dtype)
 
-    def read(self, encoder, ids: Tensor, mask: Tensor, words: Tensor, word_box: Tensor, word_index: Tensor) -> Tensor:
-        """A batch of questions (``encoder``: the question encoder, its tower ``clip``) on their pages' words →
-        (B, L, D) per page token (:func:`~docjepa.modeling.page_reader.spread` by ``word_index``)."""
-        question = self.question(encoder.clip, ids, mask, encoder.frozen)
+    def read(self, question: Tensor, mask: Tensor, words: Tensor, word_box: Tensor, word_index: Tensor) -> Tensor:
+        """Questions' lower states (B, T, H) and mask on their pages' words → (B, L, D) per page token
+        (:func:`~docjepa.modeling.page_reader.spread` by ``word_index``)."""
         return spread(self(question, mask, words, word_box), word_index)

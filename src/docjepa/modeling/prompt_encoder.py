@@ -111,8 +111,16 @@ class QuestionEncoder(nn.Module):
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
         """(B, T) question tokens → (B, 1 + T, D) prompt tokens."""
+        return self.encode(input_ids, attention_mask)[0]
+
+    def encode(
+        self, input_ids: Tensor, attention_mask: Tensor, depth: int | None = None
+    ) -> tuple[Tensor, Tensor | None]:
+        """The prompt tokens of :meth:`forward` and, with ``depth``, the tower's states after its first ``depth``
+        layers (B, T, H), from the same pass (else None)."""
         with torch.set_grad_enabled(torch.is_grad_enabled() and not self.frozen):
-            out = self.clip(input_ids=input_ids, attention_mask=attention_mask)
+            out = self.clip(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=depth is not None)
+        lower = None if depth is None else out.hidden_states[depth]
         states = out.last_hidden_state  # (B, T, H)
         if isinstance(self.clip, CLIPTextModel):
             pooled = out.pooler_output  # the end-of-text token
@@ -122,7 +130,7 @@ class QuestionEncoder(nn.Module):
         pooled = self.proj(pooled).unsqueeze(1) + self.pooled_kind  # (B, 1, D)
         tokens = self.proj(states)  # (B, T, D)
         tokens = torch.where(attention_mask.unsqueeze(-1) > 0, tokens, self.padding.to(tokens.dtype))
-        return torch.cat([pooled, tokens], dim=1)
+        return torch.cat([pooled, tokens], dim=1), lower
 
 
 class GeometryPromptEncoder(nn.Module):

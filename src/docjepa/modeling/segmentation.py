@@ -186,9 +186,13 @@ class DocJepaForSegmentation(DocJepaPreTrainedModel):
             raise ValueError(f"mask prompt is {mask_prompt.shape[-1]} px, the decoder's masks {page.cover.size} px")
         inside = None if mask_prompt is None else tokens_inside(mask_prompt, page.cover, page.text.shape[1])
         if p.question_ids is not None:
-            q = question_states
-            if q is None:
-                q = self.question_encoder(p.question_ids, p.question_mask)  # (B, 1 + T, D)
+            q, lower = question_states, None
+            joint = self.joint_reader
+            if q is None:  # the tower's pass gives the joint reader its lower states too
+                depth = None if joint is None else joint.start
+                q, lower = self.question_encoder.encode(p.question_ids, p.question_mask, depth)  # (B, 1 + T, D)
+            elif joint is not None:
+                lower = joint.question(self.question_encoder, p.question_ids, p.question_mask)
             tokens.append(q)
             q_mask = torch.cat([torch.ones_like(p.question_mask[:, :1]), p.question_mask], dim=1)
             words = None
@@ -199,12 +203,10 @@ class DocJepaForSegmentation(DocJepaPreTrainedModel):
                 size = self.config.image_size
                 clicked = tokens_clicked(p.points, p.point_labels, page.cover, page.text.shape[1], size)
             text = page.text
-            if self.joint_reader is not None:  # the page's words read again, with this question
+            if joint is not None:  # the page's words read again, with this question
                 if page.reading is None:
                     raise ValueError("this model reads the question with the page: encode it with the reader inputs")
-                read = self.joint_reader.read(
-                    self.question_encoder, p.question_ids, p.question_mask, page.reading, page.word_box, page.word_index
-                )
+                read = joint.read(lower, p.question_mask, page.reading, page.word_box, page.word_index)
                 text = text + read.to(text.dtype)
             token_logits, feats = self.word_decoder(
                 text, page.attention_mask, q, q_mask, words, p.word_mask, p.word_match, inside, clicked

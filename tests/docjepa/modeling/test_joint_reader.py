@@ -103,7 +103,7 @@ def test_the_reading_depends_on_the_question_and_matches_a_float64_reference(doc
         page, _ = run(joint, batch)
     prompt, clip = batch["prompt"], joint.question_encoder.clip
     with torch.no_grad():
-        q = reader.question(clip, prompt.question_ids, prompt.question_mask, True)
+        q = reader.question(joint.question_encoder, prompt.question_ids, prompt.question_mask)
         got = reader(q, prompt.question_mask, page.reading, page.word_box)
     expected = reference(reader, clip, prompt.question_ids, prompt.question_mask, page.reading, page.word_box)
     torch.testing.assert_close(got.double(), expected, rtol=1e-4, atol=1e-4)
@@ -114,7 +114,7 @@ def test_the_reading_depends_on_the_question_and_matches_a_float64_reference(doc
     pad_ids = torch.cat([prompt.question_ids, torch.zeros_like(prompt.question_ids[:, :2])], 1)
     pad_mask = torch.cat([prompt.question_mask, torch.zeros_like(prompt.question_mask[:, :2])], 1)
     with torch.no_grad():
-        padded = reader(reader.question(clip, pad_ids, pad_mask, True), pad_mask, pad_words, pad_boxes)
+        padded = reader(reader.question(joint.question_encoder, pad_ids, pad_mask), pad_mask, pad_words, pad_boxes)
     torch.testing.assert_close(padded[:, : got.shape[1]], got, rtol=1e-4, atol=1e-5)
     assert (padded[:, got.shape[1] :] == 0).all()
     # the same page asked two different questions reads differently
@@ -123,7 +123,7 @@ def test_the_reading_depends_on_the_question_and_matches_a_float64_reference(doc
     mask = torch.stack([prompt.question_mask[0], prompt.question_mask[1]])
     assert not torch.equal(ids, ids.flip(0))
     with torch.no_grad():
-        two = reader(reader.question(clip, ids, mask, True), mask, one.reading, one.word_box)
+        two = reader(reader.question(joint.question_encoder, ids, mask), mask, one.reading, one.word_box)
     assert (two[0] - two[1]).abs().amax() > 1e-3
 
 
