@@ -9,7 +9,8 @@
 # make gpu   : the GPU evidence in one command, inside BUDGET seconds (default 480), on a lent GPU machine
 #              (docs/gpu.md); make gpu DRY=1: the same code on the CPU at tiny shapes (the test suite runs it)
 # make gpu-data : the corpora, tokenizer and wheels make gpu needs there, into runs/gpu-data (carried along);
-#              PREPARE_ARGS=--docjepa GPU_DATA=runs/gpu-docjepa: only docjepa-train's, with the demo's question tower
+#              PREPARE_ARGS="--docjepa --real-train DIR" GPU_DATA=runs/gpu-docjepa: only docjepa-train's (the
+#              question tower trimmed, the real training pages shrunk: docs/gpu.md)
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -77,7 +78,8 @@ gpu: $(if $(DRY),setup)
 	@if [ -z "$(DRY)" ] && [ -f $(GPU_DATA)/tower.tar.xz ]; then tar xJf $(GPU_DATA)/tower.tar.xz -C $(GPU_DATA); fi
 	HF_HUB_OFFLINE=1 PYTHONPATH=src:runs/gpu-site $(GPU_PY) benchmarks/scripts/gpu.py run --budget-s $(BUDGET) \
 		$(if $(DRY),--dry-run,$(if $(wildcard $(GPU_DATA)),--shared $(GPU_DATA) --cache $(GPU_DATA)/cache)) \
-		$(if $(and $(if $(DRY),,1),$(wildcard $(GPU_DATA)/tower.tar.xz)),--question-tower $(GPU_DATA)/tower) $(GPU_ARGS)
+		$(if $(and $(if $(DRY),,1),$(wildcard $(GPU_DATA)/tower.tar.xz)),--question-tower $(GPU_DATA)/tower) \
+		$(if $(and $(if $(DRY),,1),$(wildcard $(GPU_DATA)/real-train)),--real-train $(GPU_DATA)/real-train) $(GPU_ARGS)
 
 gpu-data: setup
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/scripts/gpu.py prepare $(GPU_DATA) $(PREPARE_ARGS)

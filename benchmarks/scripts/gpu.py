@@ -65,8 +65,14 @@ def add_run_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--base-batch", type=int, default=8)
     ap.add_argument("--base-pretrain-steps", type=int, default=24)
     ap.add_argument("--base-finetune-steps", type=int, default=12, help="fewer when the budget is short")
+    ap.add_argument(
+        "--docjepa-recipe",
+        choices=["demo", "shipped"],
+        default="demo",
+        help="docjepa-train: the make demo recipe from scratch, or the shipped model trained on (finetune/business)",
+    )
     ap.add_argument("--question-tower", default="", help="docjepa-train: a tower folder (default: the demo's)")
-    ap.add_argument("--real-train", default="", help="docjepa-train: real-page shards to add (runs/demo/…)")
+    ap.add_argument("--real-train", default="", help="docjepa-train: real-page shards to add (gpu.py prepare's)")
     ap.add_argument("--max-finetune-steps", type=int, default=6000)
 
 
@@ -201,8 +207,12 @@ def main(argv: list[str] | None = None) -> int:
     prep.add_argument(
         "--docjepa",
         action="store_true",
-        help="only what docjepa-train needs: the Faker wheel and the packaged question tower (float16, xz)",
+        help="only what docjepa-train needs: the Faker wheel, the packaged question tower (float16, trimmed, xz) "
+        "and the real training pages given with --real-train (shrunk)",
     )
+    prep.add_argument("--real-train", type=Path, nargs="*", default=[], help="with --docjepa: real-page shards")
+    prep.add_argument("--work", type=Path, default=ROOT / "runs" / "gpu-work", help="where the recipes' pages go")
+    prep.add_argument("--dry-run", action="store_true", help="with --docjepa: for a dry run (the recipes' few pages)")
     unp = sub.add_parser("unpack", help="a model folder from docjepa-train's packed checkpoint")
     unp.add_argument("files", nargs="+", type=Path)
     unp.add_argument("--to", type=Path, required=True)
@@ -222,9 +232,10 @@ def main(argv: list[str] | None = None) -> int:
         run_part(args.name, args)
         return 0
     if args.command == "prepare":
-        from gpu_report import prepare
+        from gpu_carry import prepare
 
-        prepare(args.folder, Path(ROOT.parent / "shared" / "data"), docjepa=args.docjepa)
+        shared = Path(ROOT.parent / "shared" / "data")
+        prepare(args.folder, shared, args.docjepa, args.real_train, args.work, args.dry_run)
         return 0
     if args.command == "unpack":
         from gpu_docjepa_train import unpack

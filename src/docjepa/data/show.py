@@ -24,8 +24,12 @@ COLOURS = [
 
 
 def render_page(page: Page, words: bool = True, masks: bool = True) -> Image.Image:
-    """The page with word boxes (thin grey), each question's answer mask in its own colour, questions below."""
-    img = np.asarray(page.pil(), dtype=np.float32)
+    """The page with word boxes (thin grey), each question's answer mask in its own colour, questions below
+    (drawn at the page's size: a shrunk page's image is enlarged to it)."""
+    img = page.pil()
+    if img.size != (page.width, page.height):
+        img = img.resize((page.width, page.height), Image.BILINEAR)
+    img = np.asarray(img, dtype=np.float32)
     if masks:
         for qi, _ in enumerate(page.questions):
             m = page.answer_mask(qi)

@@ -102,6 +102,19 @@ def cmd_show(args: argparse.Namespace) -> None:
     print(f"wrote {len(paths)} pages to {args.out}" + (f" ({len(skipped)} unreadable skipped)" if skipped else ""))
 
 
+def cmd_shrink(args: argparse.Namespace) -> None:
+    import logging
+
+    from ...data.shrink import shrink
+
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+    try:
+        summary = shrink(args.dirs, args.out, args.side, args.questions_only, progress=not args.no_progress)
+    except (FileExistsError, FileNotFoundError, ValueError) as err:
+        raise UsageError(str(err)) from err
+    print(json.dumps({**summary, "out": str(args.out)}, indent=1))
+
+
 def cmd_tokenizer(args: argparse.Namespace) -> None:
     from ...data.tokenizer import train_tokenizer
 
@@ -196,6 +209,21 @@ def _add_show(sub: Any) -> None:
     s.set_defaults(func=cmd_show)
 
 
+def _add_shrink(sub: Any) -> None:
+    s = sub.add_parser(
+        "shrink",
+        help="a dataset's pages with their images stored at the size a model reads them (smaller to carry)",
+    )
+    s.add_argument("dirs", type=Path, nargs="+", help="dataset folders")
+    s.add_argument("--out", type=Path, required=True, help="an empty folder for the shrunk shards")
+    s.add_argument(
+        "--side", type=int_at_least(16), required=True, help="the model's input side in pixels (tiny preset: 256)"
+    )
+    s.add_argument("--questions-only", action="store_true", help="keep only pages that ask something")
+    s.add_argument("--no-progress", action="store_true")
+    s.set_defaults(func=cmd_shrink)
+
+
 def _add_tokenizer(sub: Any) -> None:
     t = sub.add_parser("tokenizer", help="tokenizer tools")
     tsub = t.add_subparsers(dest="action", required=True)
@@ -213,4 +241,5 @@ def add_parsers(sub: Any) -> None:
     _add_info(sub)
     _add_import(sub)
     _add_show(sub)
+    _add_shrink(sub)
     _add_tokenizer(sub)
