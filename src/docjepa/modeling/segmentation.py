@@ -174,11 +174,18 @@ class DocJepaForSegmentation(DocJepaPreTrainedModel):
         )
 
     def decode(
-        self, page: PageEncoding, prompt: QuestionPrompt, multimask: bool = True, question_states: Tensor | None = None
+        self,
+        page: PageEncoding,
+        prompt: QuestionPrompt,
+        multimask: bool = True,
+        question_states: Tensor | None = None,
+        question_lower: Tensor | None = None,
     ) -> SegmentationOutput:
         """Prompts → masks for encoded pages (see :class:`~docjepa.data.prompt.QuestionPrompt`: a question, points
         or boxes, at least one; the question's word ids enable the lexical path; a mask prompt is refined).
-        ``question_states``: the question tower's output for ``prompt``'s questions when the caller has it."""
+        ``question_states``: the question tower's output for ``prompt``'s questions when the caller has it, and
+        ``question_lower`` its states after the joint reader's first layers (:meth:`QuestionEncoder.encode`), which
+        a model with a joint reader otherwise computes again."""
         p = prompt
         tokens, high_res, token_logits, q = [], page.words, None, None
         mask_prompt = p.mask_prompt
@@ -192,7 +199,9 @@ class DocJepaForSegmentation(DocJepaPreTrainedModel):
                 depth = None if joint is None else joint.start
                 q, lower = self.question_encoder.encode(p.question_ids, p.question_mask, depth)  # (B, 1 + T, D)
             elif joint is not None:
-                lower = joint.question(self.question_encoder, p.question_ids, p.question_mask)
+                lower = question_lower
+                if lower is None:
+                    lower = joint.question(self.question_encoder, p.question_ids, p.question_mask)
             tokens.append(q)
             q_mask = torch.cat([torch.ones_like(p.question_mask[:, :1]), p.question_mask], dim=1)
             words = None

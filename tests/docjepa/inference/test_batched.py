@@ -34,13 +34,12 @@ def test_questions_decoded_together_answer_as_one_by_one(docs, tok):
         _close(d, a)
     cache = QuestionStates(size=3)
     calls = []
-    tower = predictor.model.question_encoder.forward
-    predictor.model.question_encoder.forward = lambda *x, **k: calls.append(1) or tower(*x, **k)
+    hook = predictor.model.question_encoder.clip.register_forward_hook(lambda *_: calls.append(1))
     try:
         first = decode_many(predictor, questions[:2], cache)
         again = decode_many(predictor, questions[:2], cache)
     finally:
-        predictor.model.question_encoder.forward = tower
+        hook.remove()
     assert len(calls) == 2 and (cache.hits, cache.misses) == (2, 2)  # asked again: no tower call
     for d, e, a in zip(first, again, alone[:2]):
         _close(d, a)
@@ -49,3 +48,32 @@ def test_questions_decoded_together_answer_as_one_by_one(docs, tok):
     assert len(cache.states) == 3 and questions[0] not in cache.states  # the oldest is dropped
     with pytest.raises(Exception, match="none of them empty"):
         decode_many(predictor, ["What?", " "])
+
+
+def test_a_joint_reader_s_question_states_are_kept_too(docs, tok, tmp_path, gen):
+    """With the question read with the page, kept questions run no layer of the tower (the states the joint layers
+    start from are kept beside the prompt tokens), and answer as one decode each."""
+    from tests.docjepa.modeling.test_joint_reader import models
+    from tests.helpers import tiny_bert_folder
+
+    _, joint = models(tok, tiny_bert_folder(tok, tmp_path / "bert", layers=2))
+    with torch.no_grad():
+        joint.joint_reader.out.weight.normal_(generator=gen)  # a joint reading that changes the answers
+    predictor = DocumentPredictor(joint, tok, tok, device="cpu")
+    page = DocumentDataset(docs / "d")[0]
+    predictor.set_page(page)
+    questions = [q.text for q in page.questions[:3]]
+    alone = [predictor.decode(q) for q in questions]
+    cache, calls = QuestionStates(), []
+    hook = joint.question_encoder.clip.register_forward_hook(lambda *_: calls.append(1))
+    try:
+        first = decode_many(predictor, questions, cache)
+        tower_calls = len(calls)
+        again = decode_many(predictor, questions, cache)
+    finally:
+        hook.remove()
+    assert tower_calls >= 1 and len(calls) == tower_calls  # asked again: no tower layer runs
+    assert all(lower is not None for _, lower in cache.states.values())
+    for d, e, a in zip(first, again, alone):
+        _close(d, a)
+        _close(e, a)
