@@ -38,19 +38,25 @@ FT_OVER_PT = 1.5
 fine-tuning length is chosen before its first step."""
 
 
-def data_dirs(work: Path, demo, progress: bool = False) -> tuple[Path, Path]:
-    """The demo's synthetic training and held-out pages (same seeds, sizes and wordings), generated once."""
+def generated(folder: Path, spec: dict[str, Any], progress: bool = False) -> Path:
+    """``folder`` holding the pages ``docjepa.data.synth.generate.generate(**spec)`` makes, generated unless the
+    folder's ``generated.json`` says they already are."""
     from docjepa.data.synth.generate import generate
 
-    train, heldout = work / "data" / "train", work / "data" / "eval"
-    for d, n, seed, phrasings in (
-        (train, demo.train_pages, demo.seed, demo.phrasings),
-        (heldout, demo.eval_pages, demo.seed + 1000, "original"),
-    ):
-        if not (d / "generated.json").is_file():
-            generate(n, d, seed=seed, size=demo.page_size, workers=None, progress=progress, phrasings=phrasings)
-            (d / "generated.json").write_text(json.dumps({"pages": n, "seed": seed, "phrasings": phrasings}))
-    return train, heldout
+    marker = folder / "generated.json"
+    if not marker.is_file() or json.loads(marker.read_text()) != spec:
+        shutil.rmtree(folder, ignore_errors=True)
+        generate(out=folder, workers=None, progress=progress, **spec)
+        marker.write_text(json.dumps(spec))
+    return folder
+
+
+def data_dirs(work: Path, demo, progress: bool = False) -> tuple[Path, Path]:
+    """The demo's synthetic training and held-out pages (same seeds, sizes and wordings), generated once."""
+    size = demo.page_size
+    train = {"n": demo.train_pages, "seed": demo.seed, "size": size, "phrasings": demo.phrasings}
+    heldout = {"n": demo.eval_pages, "seed": demo.seed + 1000, "size": size, "phrasings": "original"}
+    return generated(work / "data" / "train", train, progress), generated(work / "data" / "eval", heldout, progress)
 
 
 SHIPPED_PAGES: dict[str, dict[str, Any]] = {
@@ -64,19 +70,10 @@ PROBE_STEPS = 30
 
 def shipped_pages(work: Path, dry_run: bool = False, progress: bool = False) -> list[Path]:
     """``SHIPPED_PAGES`` generated into ``work/data`` once (six of each in a dry run)."""
-    from docjepa.data.synth.generate import generate
-
-    dirs = []
-    for name, spec in SHIPPED_PAGES.items():
-        spec = {**spec, "n": 6} if dry_run else spec
-        d = work / "data" / f"shipped-{name}"
-        marker = d / "generated.json"
-        if not marker.is_file() or json.loads(marker.read_text()) != spec:
-            shutil.rmtree(d, ignore_errors=True)
-            generate(out=d, workers=None, progress=progress, **spec)
-            marker.write_text(json.dumps(spec))
-        dirs.append(d)
-    return dirs
+    return [
+        generated(work / "data" / f"shipped-{name}", {**spec, "n": 6} if dry_run else spec, progress)
+        for name, spec in SHIPPED_PAGES.items()
+    ]
 
 
 def run(args, deadline: Deadline, device: torch.device, out: Path) -> dict[str, Any]:

@@ -9,7 +9,7 @@ tensor as from the original (tested); a page drawn smaller is resampled from the
 at 72 dpi shrink about sevenfold for a 256-px model, which is what lets them travel to a machine that can carry
 little (``benchmarks/scripts/gpu_carry.py``).
 
-    docjepa data shrink runs/demo/data/real-train --side 256 --out runs/real-train-256
+    docjepa shrink runs/demo/data/real-train --side 256 --out runs/real-train-256
 """
 
 from __future__ import annotations
