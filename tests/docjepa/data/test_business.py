@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("faker")
 
 from docjepa.data.split import SplitConfig, layout_held_out
-from docjepa.data.synth.business import FAMILIES, QUESTIONS
+from docjepa.data.synth.business import FAMILIES, NAMES, QUESTIONS, TOTALS
 from docjepa.data.synth.business_words import KEYS, LANGUAGES, Wording
 from docjepa.data.synth.generate import generate_page
 from docjepa.data.synth.layouts import LAYOUTS
@@ -46,8 +46,9 @@ def test_key_answers_are_the_values_not_their_labels(pages):
             (answer,) = q.answers
             assert answer.word_ids and answer.text == " ".join(page.words[i].text for i in answer.word_ids)
             assert answer.text.rstrip(":").casefold() not in labels
-            asked.add(next((f for f in QUESTIONS if q.template in wordings(f)), "by label"))
-    assert asked == set(QUESTIONS) | {"by label"}
+            named = next((f"{p} name" for p, ts in NAMES.items() if q.template in ts), "by label")
+            asked.add(next((f for f in QUESTIONS if q.template in wordings(f)), named))
+    assert asked == set(QUESTIONS) | {"by label", "buyer name", "seller name"}
 
 
 def test_each_page_has_several_amounts_and_dates(pages):
@@ -56,6 +57,58 @@ def test_each_page_has_several_amounts_and_dates(pages):
         assert len(amounts) >= 6, page.layout  # line prices and amounts, subtotal, tax, total
         dated = [q for q in page.questions if q.template in wordings("date") | wordings("due date")]
         assert len(dated) == 2 and dated[0].answers[0].text != dated[1].answers[0].text
+
+
+def _line(page, ids):
+    """The words on the line of ``ids`` (overlapping its first word vertically), left to right."""
+    top, bottom = page.words[ids[0]].box[1], page.words[ids[0]].box[3]
+    return sorted((w.box[0], k) for k, w in enumerate(page.words) if w.box[1] < bottom and w.box[3] > top)
+
+
+def test_a_name_question_answers_the_party_name_alone(pages):
+    """Who is the seller or the buyer: the first line of that party's block (a company or a person), not its address."""
+    asked = 0
+    for page in pages:
+        blocks = {q.template: q.answers[0] for q in page.questions if q.kind == "field"}
+        for q in page.questions:
+            if not any(q.template in ts for ts in NAMES.values()):
+                continue
+            asked += 1
+            ids = q.answers[0].word_ids
+            assert q.kind == "key" and 0 < len(ids) <= 8
+            boxes = [page.words[i].box for i in ids]
+            assert max(b[1] for b in boxes) < min(b[3] for b in boxes)  # one line
+            for block in blocks.values():  # a block holding the name starts with it and goes on (the address)
+                if set(ids) & set(block.word_ids):
+                    assert block.word_ids[: len(ids)] == ids and len(block.word_ids) > len(ids)
+    assert asked >= 20
+
+
+def test_inline_keys_and_totals_in_the_items_table(pages):
+    """The inline family prints the value one space after its key on the key's line; totals closing the items table put
+    their values in its amount column, under the line amounts."""
+    inline = [p for p in pages if p.layout.split("/")[1] == "inline"]
+    assert inline
+    for page in inline:
+        (number,) = [q.answers[0] for q in page.questions if q.template in wordings("number")]
+        line = [k for _, k in _line(page, number.word_ids)]
+        before = line[: line.index(number.word_ids[0])]
+        assert before and page.words[before[-1]].text.rstrip(":").casefold() in {
+            w.casefold() for ws in KEYS["number"].values() for w in ws
+        } | {w.split()[-1].casefold() for ws in KEYS["number"].values() for w in ws}
+    assert set(TOTALS) >= {"table", "inline"}
+    in_table = 0
+    for page in pages:
+        (total,) = [q.answers[0] for q in page.questions if q.template in wordings("total")]
+        value = page.words[total.word_ids[0]].box
+        line = [k for _, k in _line(page, total.word_ids)]
+        key = page.words[line[line.index(total.word_ids[0]) - 1]].box
+        gap = (value[0] - key[2]) / page.height * 1000  # in thousandths of the page height, as layouts are drawn
+        column = [w for w in page.words if abs(w.box[0] - value[0]) < 1 and w.box[3] < value[1]]
+        if 10 < gap < 18:  # the key right-aligned against the amount column
+            in_table += 1
+            assert sum(any(ch.isdigit() for ch in w.text) for w in column) >= 2  # line amounts above it
+    assert in_table >= 3
 
 
 def test_a_family_and_a_language_are_held_out_whole():

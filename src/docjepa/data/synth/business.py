@@ -1,20 +1,25 @@
 """Business documents drawn from a layout grammar instead of one template: the ``business`` layout.
 
-A page is an invoice in one of six languages (:mod:`.business_words`): a header (logo, seller, title), a block of
-keys and values (number, dates, order and customer numbers), the parties in one to three columns, the line items,
-the totals, a footer (bank details, page number), sometimes a stamp. Where a value stands against its key is the
-page's **family**:
+A page is an invoice in one of six languages (:mod:`.business_words`): a header (logo, seller, title; sometimes the
+invoice number's key and value in the title's place), a block of keys and values (number, dates, order and
+customer numbers), the parties in one to three columns (the seller among them on some pages, each a name and
+address under its heading or written as keys and values), the line items (sometimes with a unit and a tax-rate
+column), the totals, a footer (bank details, page number), sometimes a stamp. Where a value stands against its key
+is the page's **family**:
 
 - ``right``: the value right of its key on the same line, at a distance the page draws;
 - ``below``: the key small above, the value under it;
 - ``boxed``: each pair in a framed field, the key in the frame's corner;
 - ``table``: the keys as a header row, the values in the cells under them;
-- ``band``: the pairs one after another in a shaded band across the page.
+- ``band``: the pairs one after another in a shaded band across the page;
+- ``inline``: the value one space after its key ("Due date: 24/01/2024").
 
-The totals have a style of their own (right-aligned lines, a framed total, a footer band). Several amounts and
-several dates stand on every page and each question asks for one. The page's ``layout`` is
-``business/<family>/<language>``, so that a family or a language can be held out of training whole
-(:class:`~docjepa.data.split.SplitConfig` holds out a layout when any of its parts is listed).
+The totals have a style of their own (right-aligned lines, a framed total, a footer band, rows closing the items
+table with the values in its amount column, or the total as one large line). Several amounts and several dates
+stand on every page and each question asks for one; a party is asked for by its block (``field``) or by its name
+alone (``key``: "Who is the seller?"). The page's ``layout`` is ``business/<family>/<language>``, so that a family
+or a language can be held out of training whole (:class:`~docjepa.data.split.SplitConfig` holds out a layout when
+any of its parts is listed).
 """
 
 from __future__ import annotations
@@ -25,12 +30,26 @@ import random
 from faker import Faker
 
 from ..record import Question
-from .business_words import BANK, HEADINGS, LANGUAGES, LOCALES, PAGE, STAMPS, TITLES, VAT_ID, Wording
+from .business_words import (
+    ADDRESS_KEYS,
+    BANK,
+    HEADINGS,
+    LANGUAGES,
+    LOCALES,
+    PAGE,
+    RATE_HEADING,
+    STAMPS,
+    TITLES,
+    UNIT_HEADING,
+    UNITS,
+    VAT_ID,
+    Wording,
+)
 from .canvas import Canvas
 from .layouts import ITEMS, Asker, _address_lines, locale_faker
 
-FAMILIES = ("right", "below", "boxed", "table", "band")
-TOTALS = ("right", "boxed", "footer")
+FAMILIES = ("right", "below", "boxed", "table", "band", "inline")
+TOTALS = ("right", "boxed", "footer", "table", "inline")
 META = ("number", "date", "due date", "order number", "customer number", "delivery date")
 
 QUESTIONS = {
@@ -47,10 +66,17 @@ QUESTIONS = {
 """Field → the English questions that ask for its value (``key``), and those naming the page's own label."""
 BY_LABEL = ["What is the {label}?", "What does the document give as {label}?"]
 PARTIES = {
-    "buyer": ["Where is the billing address?", "Who is this invoice addressed to?"],
+    "buyer": ["What is the billing address?", "Where is the buyer's address?"],
     "ship to": ["Where is the delivery address?", "Where are the goods shipped to?"],
-    "seller": ["Where is the seller's address?", "Who issued this invoice?"],
+    "seller": ["What is the seller's address?", "Where is the supplier's address?"],
 }
+"""Party → the questions that ask for its block (``field``): its name and address (worded apart from the other
+layouts' address questions, whose extended phrasings include "Who issued this invoice?")."""
+NAMES = {
+    "buyer": ["Who is the buyer?", "What is the customer's name?", "Who is billed?"],
+    "seller": ["Who is the seller?", "What is the seller's name?", "Who is the supplier?"],
+}
+"""Party → the questions that ask for its name alone (``key``)."""
 
 
 def business(c: Canvas, _fake: Faker, rng: random.Random, wording=None, vocab=None) -> list[Question]:
@@ -62,13 +88,17 @@ def business(c: Canvas, _fake: Faker, rng: random.Random, wording=None, vocab=No
     fake.seed_instance(rng.getrandbits(32))
     w, a = Wording(lang, rng), Asker(c, rng, wording)
     m = c.px(rng.uniform(40, 70))
-    seller, y = _header(c, fake, rng, w, m)
     values = _meta_values(fake, rng)
-    shown = ["number", "date", "due date", *rng.sample(META[3:], rng.randint(1, 3))]
+    seller_block, number_in_title = rng.random() < 0.4, rng.random() < 0.2
+    header, titled, y = _header(c, fake, rng, w, m, not seller_block, values["number"] if number_in_title else None)
+    shown = ["number", "date", "due date", *rng.sample(META[3:], rng.randint(1, 3))][int(number_in_title) :]
     found, y = _meta(c, rng, w, family, [(f, values[f]) for f in shown], m, y)
-    parties, y = _parties(c, fake, rng, w, m, y + c.px(20))
-    amounts, y = _items(c, rng, w, lang, m, y + c.px(25))
-    found |= _totals(c, rng, w, totals_style, amounts, m, y + c.px(12))
+    if titled:
+        found["number"] = titled
+    parties, names, y = _parties(c, fake, rng, w, m, y + c.px(20), seller_block)
+    parties, names = {**header[0], **parties}, {**header[1], **names}
+    amounts, y, amount_x = _items(c, rng, w, lang, m, y + c.px(25))
+    found |= _totals(c, rng, w, totals_style, amounts, m, y + c.px(12), amount_x)
     total = _footer(c, fake, rng, w, m, lang, w.money(amounts["total"]) if totals_style == "footer" else None)
     if total:
         found["total"] = total
@@ -79,9 +109,11 @@ def business(c: Canvas, _fake: Faker, rng: random.Random, wording=None, vocab=No
             a.ask(QUESTIONS[field], "key", a.answer(ids))
             if rng.random() < 0.3:
                 a.ask(BY_LABEL, "key", a.answer(ids), label=w.labels[field])
-    parties["seller"] = seller
-    for field in rng.sample(sorted(parties), min(2, len(parties))):
-        a.ask(PARTIES[field], "field", a.answer(parties[field]))
+    for party in rng.sample(sorted(parties), min(2, len(parties))):
+        a.ask(PARTIES[party], "field", a.answer(parties[party]))
+    if rng.random() < 0.7:
+        party = rng.choice(sorted(names))
+        a.ask(NAMES[party], "key", a.answer(names[party]))
     return a.questions
 
 
@@ -102,8 +134,10 @@ def _meta_values(fake: Faker, rng: random.Random) -> dict[str, str | datetime.da
     }
 
 
-def _header(c: Canvas, fake: Faker, rng: random.Random, w: Wording, m: float) -> tuple[list[int], float]:
-    """Logo, seller's name and address, the title; returns (the seller's words, the y below the header)."""
+def _header(c: Canvas, fake: Faker, rng: random.Random, w: Wording, m: float, seller: bool, number: str | None):
+    """Logo, the seller's name and address (``seller``: else its block stands with the other parties), the title, or
+    the invoice number's key and value in its place (``number``); returns (({"seller": its words}, {"seller": its
+    name's words}) or two empty dicts, the number's words or None, the y below the header)."""
     logo_right = rng.random() < 0.4
     x = c.width - m - c.px(60) if logo_right else m
     if rng.random() < 0.7:  # a logo: a shape with initials
@@ -113,20 +147,36 @@ def _header(c: Canvas, fake: Faker, rng: random.Random, w: Wording, m: float) ->
         c.draw.text((x + c.px(12), c.px(55)), "".join(rng.choice("ABCDEFGHKLMNPRSTVW") for _ in range(2)),
                     fill="white", font=c.font("sans-bold", 20))  # fmt: skip
     sx = m if logo_right else m + c.px(70)
-    company = fake.company()
-    seller = c.text(sx, c.px(45), company, "sans-bold", rng.choice([15, 17, 19]))
-    y = c.px(72)
-    for line in _address_lines(fake):
-        seller += c.text(sx, y, line, "sans", 10)
-        y += c.px(15)
-    if rng.random() < 0.6:
-        c.text(sx, y, f"{VAT_ID[w.lang]} {fake.bothify('??#########').upper()}", "sans", 10)
-        y += c.px(15)
-    title = rng.choice(TITLES[w.lang])
+    y, blocks = c.px(72), ({}, {})
+    if seller:
+        name = c.text(sx, c.px(45), fake.company(), "sans-bold", rng.choice([15, 17, 19]))
+        block = list(name)
+        for line in _address_lines(fake):
+            block += c.text(sx, y, line, "sans", 10)
+            y += c.px(15)
+        if rng.random() < 0.6:
+            c.text(sx, y, f"{VAT_ID[w.lang]} {fake.bothify('??#########').upper()}", "sans", 10)
+            y += c.px(15)
+        blocks = ({"seller": block}, {"seller": name})
     tx = rng.choice([c.width * 0.6, c.width / 2 - c.px(60), m])
     ty = y + c.px(12) if tx == m or tx < c.width / 2 else c.px(110)
-    c.text(tx, ty, title, "sans-bold", rng.choice([20, 24, 28]))
-    return seller, max(y, ty) + c.px(42)
+    if number is None:
+        c.text(tx, ty, rng.choice(TITLES[w.lang]), "sans-bold", rng.choice([20, 24, 28]))
+        return blocks, None, max(y, ty) + c.px(42)
+    size = rng.choice([16, 18, 20])
+    ids = _inline(c, tx, ty, w.label("number"), number, size, ("sans-bold", "sans-bold"), right=c.width - m)
+    return blocks, ids, max(y, ty) + c.px(42)
+
+
+def _inline(c: Canvas, x: float, y: float, label: str, value: str, size: float, fonts=("sans", "sans"), right=None):
+    """A key and its value on one line, one space apart ("Due date: 24/01/2024"), from ``x`` but moved left to end
+    before ``right`` when given; returns the value's words."""
+    kf, vf = c.font(fonts[0], size), c.font(fonts[1], size)
+    gap = kf.getlength(" ")
+    if right is not None:
+        x = min(x, right - kf.getlength(label) - gap - vf.getlength(value))
+    c.text(x, y, label, fonts[0], size)
+    return c.text(x + kf.getlength(label) + gap, y, value, fonts[1], size)
 
 
 def _pair(c: Canvas, family: str, label: str, value: str, x: float, y: float, width: float):
@@ -134,6 +184,8 @@ def _pair(c: Canvas, family: str, label: str, value: str, x: float, y: float, wi
     if family == "right":
         c.text(x, y, label, "sans-bold", 11)
         return c.text(x + width * 0.5, y, value, "sans", 11), c.px(19)
+    if family == "inline":
+        return _inline(c, x, y, label, value, 11, right=c.width - c.px(10)), c.px(19)
     if family == "below":
         c.text(x, y, label, "sans", 9, fill="#555")
         return c.text(x, y + c.px(14), value, "sans-bold", 12), c.px(36)
@@ -159,8 +211,8 @@ def _meta(c: Canvas, rng: random.Random, w: Wording, family: str, pairs: list, m
             c.text(x, y, label.rstrip(":"), "sans-bold", 9, max_x=x + width - c.px(6))
             found[field] = c.text(x, y + c.px(21), value, "sans", 11, max_x=x + width - c.px(6))
         return found, y + c.px(58)
-    columns = rng.choice([1, 2]) if family != "right" else 1
-    x0 = rng.choice([m, c.width * 0.52])
+    columns = rng.choice([1, 2]) if family not in ("right", "inline") else 1
+    x0 = rng.choice([m, c.width * (0.45 if family == "inline" else 0.52)])
     width = (c.width - m - x0) / columns if x0 > m else c.width * 0.42 / columns
     top = y
     for k, (field, label, value) in enumerate(text):
@@ -170,61 +222,97 @@ def _meta(c: Canvas, rng: random.Random, w: Wording, family: str, pairs: list, m
     return found, max(y + c.px(46), top + c.px(46))
 
 
-def _parties(c: Canvas, fake: Faker, rng: random.Random, w: Wording, m: float, y: float):
-    """Buyer (and a delivery address) in one to three columns; returns ({party: its words}, the y below)."""
-    names = ["buyer"] + (["ship to"] if rng.random() < 0.5 else [])
+def _parties(c: Canvas, fake: Faker, rng: random.Random, w: Wording, m: float, y: float, seller: bool):
+    """The buyer (the seller first when ``seller``, a delivery address sometimes) in one to three columns, each a
+    name and address under its heading, or written as keys and values (name, street, town); returns ({party: its
+    words}, {party: its name's words}, the y below)."""
+    names = ["seller"] * seller + ["buyer"] + (["ship to"] if rng.random() < 0.5 else [])
     cols = min(3, max(len(names), rng.randint(1, 3)))
+    keyed = cols < 3 and rng.random() < 0.4
+    heading = rng.choice([11, 11, 15])
     width = (c.width - 2 * m) / cols
-    out, bottom = {}, y
+    out, who, bottom = {}, {}, y
     for k, name in enumerate(names):
         x, yy = m + k * width, y
         if cols == 1 and k:
             x, yy = m, bottom + c.px(12)
-        c.text(x, yy, w.labels[name], "sans-bold", 11)
-        yy += c.px(17)
-        ids = c.text(x, yy, fake.company() if rng.random() < 0.6 else fake.name(), "sans", 11)
-        for line in _address_lines(fake):
-            yy += c.px(15)
-            ids += c.text(x, yy, line, "sans", 11, max_x=x + width - c.px(8))
+        c.text(x, yy, w.labels[name], "sans-bold", heading)
+        yy += c.px(heading + 6)
+        lines = _address_lines(fake)
+        rows = [fake.company() if rng.random() < 0.6 else fake.name(), lines[0], " ".join(lines[1:])]
+        vx = x + width * 0.35 if keyed else x
+        ids = []
+        for r, line in enumerate(row for row in rows if row):
+            if keyed:
+                c.text(x, yy, ADDRESS_KEYS[w.lang][min(r, 2)] + ":", "sans", 10)
+            drawn = c.text(vx, yy, line, "sans", 11 if not keyed else 10, max_x=x + width - c.px(8))
+            who[name] = who.get(name, drawn)
+            ids += drawn
+            yy += c.px(15 if not keyed else 19)
         out[name] = ids
-        bottom = max(bottom, yy + c.px(15))
-    return out, bottom
+        bottom = max(bottom, yy)
+    return out, {k: v for k, v in who.items() if k != "ship to"}, bottom
 
 
 def _items(c: Canvas, rng: random.Random, w: Wording, lang: str, m: float, y: float):
-    """The line items; returns (the amounts: subtotal, tax rate, tax, total; the y below the table)."""
-    cols = [m, c.width * 0.55, c.width * 0.66, c.width * 0.8]
+    """The line items: description, quantity, sometimes a unit, the unit price, sometimes the tax rate, the amount;
+    returns (the amounts: subtotal, tax rate, tax, total; the y below the table; the amount column's x)."""
+    rate = rng.choice([0.05, 0.06, 0.07, 0.1, 0.19, 0.2, 0.21, 0.22])
+    unit, with_rate = rng.random() < 0.35, rng.random() < 0.35
+    heads = [*HEADINGS[lang][:2], *[UNIT_HEADING[lang]] * unit, HEADINGS[lang][2], *[RATE_HEADING[lang]] * with_rate,
+             HEADINGS[lang][3]]  # fmt: skip
+    step = max(0.105, min(0.13, 0.38 / (len(heads) - 2)))
+    cols = [m] + [c.width * (0.8 - step * (len(heads) - 2 - k)) for k in range(len(heads) - 1)]
     c.rect((m - 4, y - 4, c.width - m, y + c.px(20)), fill=rng.choice(["#e8e8e8", "#dde7f3", "#ffffff"]))
-    for x, h in zip(cols, HEADINGS[lang]):
+    for x, h in zip(cols, heads):
         c.text(x, y, h, "sans-bold", 11)
     y += c.px(27)
-    subtotal = 0.0
+    subtotal, units = 0.0, UNITS[lang]
     for item in rng.sample(ITEMS, rng.randint(2, 7)):
         qty, price = rng.randint(1, 20), round(rng.uniform(3, 600), 2)
+        cells = [
+            str(qty),
+            *[rng.choice(units)] * unit,
+            w.money(price),
+            *[f"{rate:.0%}"] * with_rate,
+            w.money(qty * price),
+        ]
         c.text(cols[0], y, item, "sans", 11, max_x=cols[1] - c.px(6))
-        c.text(cols[1], y, str(qty), "sans", 11)
-        c.text(cols[2], y, w.money(price), "sans", 11)
-        c.text(cols[3], y, w.money(qty * price), "sans", 11)
+        for x, cell in zip(cols[1:], cells):
+            c.text(x, y, cell, "sans", 11)
         subtotal += qty * price
         y += c.px(21)
         if rng.random() < 0.6:
             c.hline(m, c.width - m, y - c.px(4), 1, "#ccc")
-    rate = rng.choice([0.05, 0.06, 0.07, 0.1, 0.19, 0.2, 0.21, 0.22])
-    return {"subtotal": subtotal, "rate": rate, "tax": subtotal * rate, "total": subtotal * (1 + rate)}, y
+    return {"subtotal": subtotal, "rate": rate, "tax": subtotal * rate, "total": subtotal * (1 + rate)}, y, cols[-1]
 
 
-def _totals(c: Canvas, rng: random.Random, w: Wording, style: str, amounts: dict, m: float, y: float) -> dict:
-    """Subtotal, tax and (unless the footer carries it) the total; returns {field: the value's words}."""
+def _totals(c: Canvas, rng: random.Random, w: Wording, style: str, amounts: dict, m: float, y: float, amount_x: float):
+    """Subtotal, tax and (unless the footer carries it) the total: right-aligned lines, the total framed, rows that
+    close the items table (the value in its amount column), or the total as one large line ("Total: 1.035,84 €");
+    returns {field: the value's words}."""
     lx, vx = c.width * rng.uniform(0.5, 0.62), c.width * 0.8
     found = {}
     fields = ["subtotal", "tax"] + ([] if style == "footer" else ["total"])
     for field in fields:
         label = w.label(field) if field != "tax" else f"{w.labels['tax']} {amounts['rate']:.0%}" + ":" * w.colon
+        font = "sans-bold" if field == "total" else "sans"
+        if field == "total" and style == "inline":
+            y += c.px(10)
+            found[field] = _inline(c, lx, y, label, w.money(amounts[field]), 15, (font, font), right=c.width - m)
+            break
+        if style == "table":
+            c.hline(m - 4, c.width - m, y - c.px(5), 1, "#999")
+            key = c.font(font, 11).getlength(label)
+            c.text(amount_x - c.px(14) - key, y, label, font, 11)
+            found[field] = c.text(amount_x, y, w.money(amounts[field]), font, 11)
+            y += c.px(21)
+            continue
         if field == "total" and style == "boxed":
             y += c.px(6)
             c.rect((lx - c.px(8), y - c.px(6), c.width - m, y + c.px(22)), outline="black", width=2)
-        c.text(lx, y, label, "sans-bold" if field == "total" else "sans", 12)
-        found[field] = c.text(vx, y, w.money(amounts[field]), "sans-bold" if field == "total" else "sans", 12)
+        c.text(lx, y, label, font, 12)
+        found[field] = c.text(vx, y, w.money(amounts[field]), font, 12)
         y += c.px(24)
     return found
 

@@ -94,6 +94,14 @@ KEYS: dict[str, dict[str, tuple[str, ...]]] = {
         "es": ("Facturar a", "Cliente", "Datos del cliente"),
         "it": ("Intestatario", "Cliente", "Fatturare a", "Spett.le"),
     },
+    "seller": {
+        "en": ("From", "Seller", "Supplier", "Provider", "Issued by"),
+        "fr": ("Vendeur", "Fournisseur", "Émetteur", "Prestataire"),
+        "de": ("Verkäufer", "Lieferant", "Rechnungssteller", "Absender"),
+        "nl": ("Verkoper", "Leverancier", "Afzender"),
+        "es": ("Vendedor", "Proveedor", "Emisor"),
+        "it": ("Venditore", "Fornitore", "Cedente", "Mittente"),
+    },
     "ship to": {
         "en": ("Ship to", "Delivery address", "Deliver to"),
         "fr": ("Livrer à", "Adresse de livraison"),
@@ -120,6 +128,18 @@ HEADINGS = {
     "nl": ("Omschrijving", "Aantal", "Prijs", "Bedrag"),
     "es": ("Concepto", "Cant.", "Precio", "Importe"),
     "it": ("Descrizione", "Q.tà", "Prezzo", "Importo"),
+}
+UNIT_HEADING = {"en": "Unit", "fr": "Unité", "de": "Einheit", "nl": "Eenheid", "es": "Unidad", "it": "U.M."}
+UNITS = {"en": ("pcs", "h", "ea"), "fr": ("pce", "h", "u."), "de": ("Stk.", "Std.", "St."), "nl": ("st.", "uur"),
+         "es": ("ud.", "h", "uds."), "it": ("pz.", "ore", "n.")}  # fmt: skip
+RATE_HEADING = {"en": "VAT %", "fr": "TVA %", "de": "MwSt. %", "nl": "Btw %", "es": "IVA %", "it": "IVA %"}
+ADDRESS_KEYS = {  # a party written as keys and values: its name, its street, its town
+    "en": ("Name", "Street", "City"),
+    "fr": ("Nom", "Adresse", "Ville"),
+    "de": ("Name", "Straße", "Ort"),
+    "nl": ("Naam", "Adres", "Plaats"),
+    "es": ("Nombre", "Dirección", "Ciudad"),
+    "it": ("Nome", "Indirizzo", "Città"),
 }
 STAMPS = {"en": "PAID", "fr": "PAYÉ", "de": "BEZAHLT", "nl": "BETAALD", "es": "PAGADO", "it": "PAGATO"}
 BANK = {"en": "Bank details", "fr": "Coordonnées bancaires", "de": "Bankverbindung", "nl": "Bankgegevens",
