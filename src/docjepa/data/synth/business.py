@@ -112,7 +112,7 @@ def business(c: Canvas, _fake: Faker, rng: random.Random, wording=None, vocab=No
     for party in rng.sample(sorted(parties), min(2, len(parties))):
         a.ask(PARTIES[party], "field", a.answer(parties[party]))
     if rng.random() < 0.7:
-        party = rng.choice(sorted(names))
+        party = rng.choice(sorted(p for p in names if p in NAMES))
         a.ask(NAMES[party], "key", a.answer(names[party]))
     return a.questions
 
@@ -241,17 +241,17 @@ def _parties(c: Canvas, fake: Faker, rng: random.Random, w: Wording, m: float, y
         lines = _address_lines(fake)
         rows = [fake.company() if rng.random() < 0.6 else fake.name(), lines[0], " ".join(lines[1:])]
         vx = x + width * 0.35 if keyed else x
-        ids = []
-        for r, line in enumerate(row for row in rows if row):
+        drawn = []
+        for key, line in zip(ADDRESS_KEYS[w.lang], rows):
+            if not line:
+                continue
             if keyed:
-                c.text(x, yy, ADDRESS_KEYS[w.lang][min(r, 2)] + ":", "sans", 10)
-            drawn = c.text(vx, yy, line, "sans", 11 if not keyed else 10, max_x=x + width - c.px(8))
-            who[name] = who.get(name, drawn)
-            ids += drawn
+                c.text(x, yy, key + ":", "sans", 10)
+            drawn.append(c.text(vx, yy, line, "sans", 11 if not keyed else 10, max_x=x + width - c.px(8)))
             yy += c.px(15 if not keyed else 19)
-        out[name] = ids
+        out[name], who[name] = [i for ids in drawn for i in ids], drawn[0]
         bottom = max(bottom, yy)
-    return out, {k: v for k, v in who.items() if k != "ship to"}, bottom
+    return out, who, bottom
 
 
 def _items(c: Canvas, rng: random.Random, w: Wording, lang: str, m: float, y: float):
