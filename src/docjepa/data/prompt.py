@@ -107,11 +107,6 @@ class PromptBuilder:
         self.tok, self.qtok = tokenizer, question_tokenizer or tokenizer
         self.max_q, self.mask_size, self.lexical_prior = max_question_tokens, mask_size, lexical_prior
 
-    def lengths(self, question: str) -> tuple[int, int]:
-        """The question's length in tokens of the question tower and of the document tokenizer (as truncated)."""
-        cut = {"truncation": True, "max_length": self.max_q}
-        return len(self.qtok(question, **cut)["input_ids"]), len(self.tok(question, **cut)["input_ids"])
-
     def __call__(
         self,
         questions: Sequence[str],

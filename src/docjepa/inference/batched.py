@@ -1,11 +1,12 @@
-"""Several questions about one encoded page at once, for a server that answers requests arriving together.
+"""Several questions about one encoded page at once: ``docjepa extract`` (the same questions on every page), a
+server that answers requests arriving together.
 
-Questions are decoded in batches of equal token lengths (the page's encoding shared, expanded rather than copied):
-the decoder's prompt tokens attend to each other without a padding mask, so a padded question would get another
-answer than it gets alone, and only equal lengths keep every answer what :meth:`DocumentPredictor.decode` gives.
-The question tower's states depend on the question's text alone; :class:`QuestionStates` keeps the latest ones
-(with the states a joint reader starts from), so a question asked again (the same questions about every invoice of
-a folder) skips the tower.
+Questions of any lengths are decoded in one batch (the page's encoding shared, expanded rather than copied): a
+shorter question is padded, and its padding is a token no layer reads (the question tower, the joint reader, the
+word decoder and the mask decoder all mask it), so every answer is the one :meth:`DocumentPredictor.decode` gives
+the question alone. The question tower's states depend on the question's text alone; :class:`QuestionStates` keeps
+the latest ones (with the states a joint reader starts from), so a question asked again (the same questions about
+every invoice of a folder) skips the tower.
 """
 
 from __future__ import annotations
@@ -30,42 +31,48 @@ class QuestionStates:
     def __call__(
         self, predictor: DocumentPredictor, questions: list[str], ids, mask
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """(B, 1 + T, D) states of ``questions`` (token ``ids`` and ``mask`` of equal lengths, as the prompt has
-        them) and their (B, T, H) lower states (None without a joint reader): kept ones reused, the others computed
-        in one call and kept."""
+        """(B, 1 + T, D) states of ``questions`` (token ``ids`` and ``mask`` (B, T), padded to the longest, as the
+        prompt has them) and their (B, T, H) lower states (None without a joint reader): kept ones reused, the
+        others computed in one call and kept (without the batch's padding)."""
         if all(q in self.states for q in questions):
             self.hits += len(questions)
             for q in questions:
                 self.states.move_to_end(q)
             kept = [self.states[q] for q in questions]
-            lower = None if kept[0][1] is None else torch.stack([k[1] for k in kept])
-            return torch.stack([k[0] for k in kept]), lower
+            t = ids.shape[1]
+            lower = None if kept[0][1] is None else _stack([k[1] for k in kept], t)
+            return _stack([k[0] for k in kept], 1 + t), lower
         self.misses += len(questions)
         joint = predictor.model.joint_reader
         states, lower = predictor.model.question_encoder.encode(ids, mask, None if joint is None else joint.start)
         for i, q in enumerate(questions):
-            self.states[q] = (states[i], None if lower is None else lower[i])
+            n = int(mask[i].sum())  # kept without the batch's padding, to share other batches
+            self.states[q] = (states[i, : 1 + n], None if lower is None else lower[i, :n])
             self.states.move_to_end(q)
         while len(self.states) > self.size:
             self.states.popitem(last=False)
         return states, lower
 
 
+def _stack(rows: list[torch.Tensor], length: int) -> torch.Tensor:
+    """(n_i, D) states → (B, length, D), each padded with zeros at its end (padding no layer reads)."""
+    return torch.stack([torch.nn.functional.pad(r, (0, 0, 0, length - r.shape[0])) for r in rows])
+
+
+BATCH = 16
+"""At most this many questions decoded in one batch."""
+
+
 @torch.no_grad()
 def decode_many(
-    predictor: DocumentPredictor, questions: list[str], cache: QuestionStates | None = None
+    predictor: DocumentPredictor, questions: list[str], cache: QuestionStates | None = None, batch: int = BATCH
 ) -> list[Decoded]:
-    """:meth:`DocumentPredictor.decode` of each question on the predictor's current page, batched by length."""
+    """:meth:`DocumentPredictor.decode` of each question on the predictor's current page, ``batch`` at a time."""
     if not questions or any(not q.strip() for q in questions):
         raise UsageError("give questions, none of them empty")
-    groups: dict[tuple[int, int], list[int]] = {}
-    for i, q in enumerate(questions):
-        groups.setdefault(predictor.prompts.lengths(q), []).append(i)
-    out: list[Decoded | None] = [None] * len(questions)
-    for idx in groups.values():
-        for i, d in zip(idx, _batch(predictor, [questions[i] for i in idx], cache)):
-            out[i] = d
-    return out  # type: ignore[return-value]
+    if batch < 1:
+        raise UsageError(f"batch must be at least 1, got {batch}")
+    return [d for i in range(0, len(questions), batch) for d in _batch(predictor, questions[i : i + batch], cache)]
 
 
 def _batch(predictor: DocumentPredictor, questions: list[str], cache: QuestionStates | None) -> list[Decoded]:

@@ -16,18 +16,19 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from transformers.models.sam.configuration_sam import SamMaskDecoderConfig
-from transformers.models.sam.modeling_sam import SamMaskDecoder
+from transformers.models.sam.modeling_sam import SamMaskDecoder, SamTwoWayAttentionBlock
 
 from .common import CrossBlock, SelfBlock
 
 
 class DocMaskDecoder(SamMaskDecoder):
-    """transformers' ``SamMaskDecoder`` with one addition: a high-resolution map (the page's words painted at the
+    """transformers' ``SamMaskDecoder`` with two additions: a high-resolution map (the page's words painted at the
     output resolution, see :class:`LayoutPainter`) is added to the upscaled image embedding before the
-    hypernetwork's dynamic classifiers are applied, as SAM 2 adds high-resolution image features. When that map
-    is finer than SAM's 4× upscaling, the upscaled features are bilinearly resized to it first (small inputs
-    need masks finer than 4× the embedding grid to resolve a line of text). Every layer is SAM's; only
-    ``forward`` is re-stated to insert the sum."""
+    hypernetwork's dynamic classifiers are applied, as SAM 2 adds high-resolution image features; and padded prompt
+    tokens are left out of the attentions that read the tokens (:func:`two_way`). When that map is finer than SAM's
+    4× upscaling, the upscaled features are bilinearly resized to it first (small inputs need masks finer than 4×
+    the embedding grid to resolve a line of text). Every layer is SAM's; only ``forward`` is re-stated to insert
+    the sum and the padding mask."""
 
     def forward(
         self,
@@ -37,17 +38,18 @@ class DocMaskDecoder(SamMaskDecoder):
         dense_prompt_embeddings: Tensor,
         multimask_output: bool,
         high_res: Tensor | None = None,
+        sparse_mask: Tensor | None = None,
         **kwargs,
     ) -> tuple[Tensor, Tensor]:
+        """``sparse_mask`` (B, N) or (B, P, N): which prompt tokens are real (False: padding, which no token or pixel
+        attends to; None: all real)."""
         b, c, h, w = image_embeddings.shape
         p = sparse_prompt_embeddings.shape[1]
         output_tokens = torch.cat([self.iou_token.weight, self.mask_tokens.weight], dim=0).repeat(b, p, 1, 1)
         tokens = torch.cat((output_tokens, sparse_prompt_embeddings), dim=2).to(self.iou_token.weight.dtype)
         image = (image_embeddings + dense_prompt_embeddings).repeat_interleave(p, 0)
         pos = image_positional_embeddings.repeat_interleave(p, 0)
-        token_out, image = self.transformer(
-            point_embeddings=tokens, image_embeddings=image, image_positional_embeddings=pos, attention_similarity=None
-        )
+        token_out, image = two_way(self.transformer, tokens, image, pos, sparse_mask)
         iou_token_out = token_out[:, :, 0, :]
         mask_tokens_out = token_out[:, :, 1 : 1 + self.num_mask_tokens, :]
         image = image.transpose(2, 3).reshape(b * p, c, h, w)
@@ -67,6 +69,53 @@ class DocMaskDecoder(SamMaskDecoder):
         return masks[:, :, keep], iou[:, :, keep]
 
 
+def _key_bias(keep: Tensor | None, outputs: int, dtype: torch.dtype) -> Tensor | None:
+    """(B, P, N) real prompt tokens → the additive attention bias (B·P, 1, 1, outputs + N) over the decoder's
+    tokens (its ``outputs`` output tokens first, always attended), or None when nothing is padding."""
+    if keep is None or bool(keep.all()):
+        return None
+    keep = keep.reshape(-1, keep.shape[-1])
+    keep = torch.cat([keep.new_ones(keep.shape[0], outputs), keep], dim=1)
+    bias = torch.zeros(keep.shape, dtype=dtype, device=keep.device).masked_fill(~keep, torch.finfo(dtype).min)
+    return bias[:, None, None, :]
+
+
+class MaskedTwoWayBlock(SamTwoWayAttentionBlock):
+    """transformers' ``SamTwoWayAttentionBlock`` whose token self-attention and image→token attention take an additive
+    bias over the tokens as keys (``token_bias``, see :func:`_key_bias`); its layers and weights are SAM's. The
+    decoder's blocks are made of this class (:func:`build_mask_decoder`) and called as modules, so the hooks a
+    wrapper puts on each block (FSDP2 gathers its weights there) run."""
+
+    def forward(self, queries, keys, query_point_embedding, key_point_embedding, token_bias=None, **kwargs):
+        point, key_pos = query_point_embedding, key_point_embedding
+        query = queries if self.skip_first_layer_pe else queries + point
+        out, _ = self.self_attn(query=query, key=query, value=queries, attention_similarity=token_bias)
+        queries = self.layer_norm1(out if self.skip_first_layer_pe else queries + out)
+        out, _ = self.cross_attn_token_to_image(query=queries + point, key=keys + key_pos, value=keys)
+        queries = self.layer_norm2(queries + out)
+        queries = self.layer_norm3(queries + self.mlp(queries))
+        out, _ = self.cross_attn_image_to_token(
+            query=keys + key_pos, key=queries + point, value=queries, attention_similarity=token_bias
+        )
+        return queries, self.layer_norm4(keys + out)
+
+
+def two_way(transformer, tokens: Tensor, image: Tensor, pos: Tensor, keep: Tensor | None) -> tuple[Tensor, Tensor]:
+    """transformers' ``SamTwoWayTransformer`` run as its ``forward`` does, with padded prompt tokens (``keep``
+    (B, P, N) False) left out of every attention whose keys are the tokens (:class:`MaskedTwoWayBlock`), so a
+    question padded to share a batch gets the answer it gets alone. tokens (B, P, T, D) output and prompt tokens;
+    image, pos (B·P, D, h, w) → tokens (B, P, T, D), image (B·P, 1, h·w, D)."""
+    outputs = tokens.shape[2] - (0 if keep is None else keep.shape[-1])
+    bias = _key_bias(keep, outputs, tokens.dtype)
+    keys = image.flatten(2).transpose(1, 2).unsqueeze(1)
+    key_pos = pos.flatten(2).transpose(1, 2).unsqueeze(1)
+    queries = tokens
+    for layer in transformer.layers:
+        queries, keys = layer(queries, keys, tokens, key_pos, token_bias=bias)
+    out, _ = transformer.final_attn_token_to_image(query=queries + tokens, key=keys + key_pos, value=keys)
+    return transformer.layer_norm_final_attn(queries + out), keys
+
+
 def build_mask_decoder(dim: int, heads: int, mlp_dim: int, layers: int = 2, outputs: int = 3) -> DocMaskDecoder:
     cfg = SamMaskDecoderConfig(
         hidden_size=dim,
@@ -76,7 +125,10 @@ def build_mask_decoder(dim: int, heads: int, mlp_dim: int, layers: int = 2, outp
         num_multimask_outputs=outputs,
         iou_head_hidden_dim=dim,
     )
-    return DocMaskDecoder(cfg)
+    decoder = DocMaskDecoder(cfg)
+    for block in decoder.transformer.layers:  # SAM's blocks, weights as drawn, with the padding mask (no new draw)
+        block.__class__ = MaskedTwoWayBlock
+    return decoder
 
 
 @dataclass
@@ -259,7 +311,9 @@ class MaskDecoder(nn.Module):
         dense: Tensor,
         multimask: bool = True,
         high_res: Tensor | None = None,
+        sparse_mask: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:
+        """``sparse_mask`` (B, N): which of the ``sparse`` tokens are real (False: padding; None: all)."""
         if self.sam.config._attn_implementation is None:  # a standalone module: nothing set it
             self.sam.config._attn_implementation = "sdpa"
         masks, iou = self.sam(
@@ -269,6 +323,7 @@ class MaskDecoder(nn.Module):
             dense_prompt_embeddings=dense,
             multimask_output=multimask,
             high_res=high_res,
+            sparse_mask=None if sparse_mask is None else sparse_mask.unsqueeze(1),
         )
         return masks[:, 0], iou[:, 0]
 

@@ -227,11 +227,14 @@ class DocJepaForSegmentation(DocJepaPreTrainedModel):
         if not tokens:
             raise ValueError("give a question, points or a box")
         sparse = torch.cat(tokens, dim=1)  # (B, N, D)
+        keep = None  # a question's padding (in a batch of several lengths) is no token the decoder reads
+        if q is not None:
+            keep = F.pad(q_mask, (0, sparse.shape[1] - q_mask.shape[1]), value=1) > 0
         image = page.image
         b, _, g, _ = image.shape
         pos = self.prompt_encoder.image_positions(g).to(image.dtype).expand(b, -1, -1, -1)
         dense = self.prompt_encoder.dense(mask_prompt, b, g).to(image.dtype)
-        masks, iou = self.mask_decoder(image, pos, sparse, dense, multimask, high_res=high_res)
+        masks, iou = self.mask_decoder(image, pos, sparse, dense, multimask, high_res=high_res, sparse_mask=keep)
         if mask_prompt is not None and self.config.prior_gain:  # the prompt as a residual: refine, don't redraw
             given = (mask_prompt.flatten(1).amax(1) > 0).view(-1, 1, 1, 1)
             gain = self.prior_gain

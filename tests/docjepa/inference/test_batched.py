@@ -1,4 +1,4 @@
-"""Several questions about one page at once: batched by length, the question tower's states kept by question."""
+"""Several questions about one page at once: one batch whatever their lengths, the tower's states kept by question."""
 
 import pytest
 import torch
@@ -21,16 +21,19 @@ def _close(a, b) -> None:
 
 def test_questions_decoded_together_answer_as_one_by_one(docs, tok):
     """The same logits, scores, word logits and lexical boxes as one decode each, for questions of several lengths
-    (equal ones share a batch), with and without the tower's states kept; kept states are reused, not recomputed."""
+    decoded in one batch (the shorter ones padded) and in batches of two, with and without the tower's states kept;
+    kept states are reused, not recomputed, in batches of other lengths than the one they were computed in."""
     torch.manual_seed(0)
     predictor = DocumentPredictor(DocJepaForSegmentation(build_config("tiny", len(tok))), tok, device="cpu")
     page = DocumentDataset(docs / "d")[0]
     predictor.set_page(page)
     questions = [q.text for q in page.questions[:3]] + ["What is the invoice number printed at the top right?"]
     questions += [questions[1], questions[0]]
-    assert predictor.prompts.lengths(questions[0]) == predictor.prompts.lengths(questions[-1])
+    assert len({len(tok(q)["input_ids"]) for q in questions}) >= 3
     alone = [predictor.decode(q) for q in questions]
     for d, a in zip(decode_many(predictor, questions), alone):
+        _close(d, a)
+    for d, a in zip(decode_many(predictor, questions, batch=2), alone):
         _close(d, a)
     cache = QuestionStates(size=3)
     calls = []
@@ -40,14 +43,20 @@ def test_questions_decoded_together_answer_as_one_by_one(docs, tok):
         again = decode_many(predictor, questions[:2], cache)
     finally:
         hook.remove()
-    assert len(calls) == 2 and (cache.hits, cache.misses) == (2, 2)  # asked again: no tower call
+    assert len(calls) == 1 and (cache.hits, cache.misses) == (2, 2)  # one tower call; asked again: none
     for d, e, a in zip(first, again, alone[:2]):
         _close(d, a)
         _close(e, a)
+    assert len(tok(questions[0])["input_ids"]) != len(tok(questions[1])["input_ids"])
+    for i in (0, 1):  # kept from a batch padded to the longer of the two, asked alone
+        _close(decode_many(predictor, [questions[i]], cache)[0], alone[i])
+    assert len(calls) == 1
     decode_many(predictor, questions[2:5], cache)
     assert len(cache.states) == 3 and questions[0] not in cache.states  # the oldest is dropped
     with pytest.raises(Exception, match="none of them empty"):
         decode_many(predictor, ["What?", " "])
+    with pytest.raises(Exception, match="at least 1"):
+        decode_many(predictor, ["What?"], batch=0)
 
 
 def test_a_joint_reader_s_question_states_are_kept_too(docs, tok, tmp_path, gen):

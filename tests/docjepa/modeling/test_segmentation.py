@@ -121,6 +121,28 @@ def test_painting_words_matches_a_dense_float64_reference(gen):
     torch.testing.assert_close(paint(feats, word_cover(bbox, att, S)), ref)
 
 
+def test_padded_prompt_tokens_change_no_mask(gen):
+    """Prompt tokens marked as padding (random values, at the end of a question) leave the masks and IoU estimates
+    of the real tokens as they are without them (float64), while the same tokens unmasked change them."""
+    from docjepa.modeling.mask_decoder import MaskDecoder
+
+    torch.manual_seed(0)
+    dec = MaskDecoder(dim=32, heads=2, mlp_dim=64).double().eval()
+    b, g, n, pad = 2, 4, 5, 3
+    image = torch.randn(b, 32, g, g, generator=gen, dtype=torch.float64)
+    pos, dense = (torch.randn(b, 32, g, g, generator=gen, dtype=torch.float64) for _ in range(2))
+    real = torch.randn(b, n, 32, generator=gen, dtype=torch.float64)
+    padded = torch.cat([real, 10 * torch.randn(b, pad, 32, generator=gen, dtype=torch.float64)], 1)
+    keep = torch.cat([torch.ones(b, n, dtype=torch.bool), torch.zeros(b, pad, dtype=torch.bool)], 1)
+    with torch.no_grad():
+        masks, iou = dec(image, pos, real, dense)
+        masked, masked_iou = dec(image, pos, padded, dense, sparse_mask=keep)
+        seen, _ = dec(image, pos, padded, dense)
+    torch.testing.assert_close(masked, masks)
+    torch.testing.assert_close(masked_iou, iou)
+    assert (seen - masks).abs().max() > 1e-3
+
+
 def test_mask_prompt_reaches_the_decoder(docs, tok, gen):
     torch.manual_seed(0)
     model = DocJepaForSegmentation(build_config("tiny", len(tok))).eval()

@@ -124,8 +124,8 @@ class EngineModel:
         return Proposal(logits, scores, best, masks, encode_s, time.perf_counter() - t)
 
     def propose_many(self, page: Page, questions: list[str], key: object = None) -> list[Proposal]:
-        """:meth:`propose` for several questions on one page (requests that arrived together), decoded in batches of
-        equal lengths with the question tower's states of questions asked before reused
+        """:meth:`propose` for several questions on one page (requests that arrived together), decoded together
+        with the question tower's states of questions asked before reused
         (:func:`~docjepa.inference.batched.decode_many`); the encoding's and the batch's seconds are shared out."""
         encode_s = self.encode(page, key)
         t = time.perf_counter()
