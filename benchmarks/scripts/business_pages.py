@@ -38,7 +38,8 @@ def groups(row: dict) -> list[str]:
 
 
 def summarise(rows: list[dict]) -> dict:
-    """Per group: questions, model and baseline mIoU, exact rate over questions with a text answer."""
+    """Per group: questions, model and baseline mIoU, exact rate over questions with a text answer, and the mIoU of
+    each answer path alone (``mask``: the chosen candidate, snapped; ``words``: the word decoder's span)."""
     acc: dict[str, dict] = defaultdict(lambda: defaultdict(float))
     for r in rows:
         for g in groups(r):
@@ -46,6 +47,8 @@ def summarise(rows: list[dict]) -> dict:
             a["questions"] += 1
             a["model mIoU"] += r["iou"]
             a["baseline mIoU"] += r["baseline_iou"]
+            for path, iou in r.get("paths", {}).items():
+                a[f"{path} mIoU"] += iou
             if r.get("anls") is not None:
                 a["texts"] += 1
                 a["model exact"] += r["anls"] == 1.0
@@ -59,7 +62,7 @@ def summarise(rows: list[dict]) -> dict:
             "baseline mIoU": round(a["baseline mIoU"] / n, 4),
             "model exact": round(a["model exact"] / t, 4),
             "baseline exact": round(a["baseline exact"] / t, 4),
-        }
+        } | {k: round(a[k] / n, 4) for k in ("mask mIoU", "words mIoU") if k in a}
     return out
 
 
@@ -148,6 +151,7 @@ def main(argv: list[str] | None = None) -> dict:
         ),
         "model": args.checkpoint,
         "pages": result["pages"],
+        "words_threshold": getattr(predictor.policy.calibration, "words_threshold", None),
         "scores": summarise(rows),
         "question_ms": question_cost(predictor, args.data, args.timed_pages),
     }

@@ -46,15 +46,20 @@ def test_groups_and_rates():
     s = bp.summarise(rows)
     assert s["all"] == {"questions": 3, "model mIoU": 0.5, "baseline mIoU": 0.3333, "model exact": 0.5,
                         "baseline exact": 0.5}  # fmt: skip
+    for r, words in zip(rows, (1.0, 0.25, 0.0)):
+        r["paths"] = {"mask": r["iou"], "words": words}
+    s = bp.summarise(rows)
+    assert (s["all"]["mask mIoU"], s["all"]["words mIoU"]) == (0.5, 0.4167)
+    assert (s["kind: key"]["mask mIoU"], s["kind: key"]["words mIoU"]) == (0.75, 0.625)
     assert s["held-out family (boxed)"]["questions"] == s["held-out language (it)"]["questions"] == 1
     assert s["families and languages trained on"]["questions"] == 2 and s["kind: field"]["model exact"] == 0.0
 
 
 def test_the_continued_run_table_is_the_committed_runs():
-    """The shipped / continued / joint-reader / real-mix / wider-grammar table of docs/docjepa-extract.md quotes the
-    eleven committed JSON files."""
+    """The shipped / continued / joint-reader / real-mix / wider-grammar (500 and 1,000 steps) table of
+    docs/docjepa-extract.md quotes the thirteen committed JSON files."""
     res = ROOT / "benchmarks/results/docjepa"
-    runs = ("shipped", "continued-500", "joint-500", "real-mix-500", "wider-500")
+    runs = ("shipped", "continued-500", "joint-500", "real-mix-500", "wider-500", "wider-1000")
     business = [json.loads((res / f"business/{n}.json").read_text())["scores"] for n in runs]
     real = json.loads((res / "business/real.json").read_text())["models"]
     foreign = [
