@@ -1,8 +1,8 @@
 """Invoices laid out by software this project did not write, filled with known values, read by ``docjepa extract``.
 
     python benchmarks/scripts/foreign_layouts.py [--per-generator 15] [--seed 0] [--docs runs/foreign]
-        [--checkpoint shipped] [--threads 2] [--out benchmarks/results/docjepa/foreign/shipped.json]
-        [--markdown docs/docjepa-extract.md]
+        [--checkpoint shipped] [--threads 2] [--answer-path words|auto|mask]
+        [--out benchmarks/results/docjepa/foreign/shipped.json] [--markdown docs/docjepa-extract.md]
 
 Generators (PyPI packages, the ``foreign`` extra): InvoiceGenerator 1.2.0 (BSD; a boxed two-column layout with its
 English, Czech and Brazilian-Portuguese labels, amounts and dates in the locale's format) and PyInvoice 0.1.7 (MIT;
@@ -235,15 +235,19 @@ def baseline_answers(folder: Path, truth: dict, dpi: int) -> dict:
     return out
 
 
-def model_answers(folder: Path, truth: dict, table: Path, checkpoint, dpi: int) -> tuple[dict, dict]:
-    """The model's answers, read from the table ``docjepa extract`` writes over the folder, and its summary."""
+def model_answers(
+    folder: Path, truth: dict, table: Path, checkpoint, dpi: int, answer_path: str | None = None
+) -> tuple[dict, dict]:
+    """The model's answers, read from the table ``docjepa extract`` writes over the folder, and its summary
+    (``answer_path``: None, ``docjepa extract``'s default)."""
     from docjepa.apps.extract import ExtractConfig, extract
     from docjepa.inference.predictor import DocumentPredictor
 
-    predictor = DocumentPredictor.from_pretrained(checkpoint)
+    path = {} if answer_path is None else {"answer_path": answer_path}
+    config = ExtractConfig(list(QUESTIONS.values()), dpi=dpi, **path)  # docjepa extract's defaults
+    predictor = DocumentPredictor.from_pretrained(checkpoint, answer_path=config.answer_path)
     two = [QUESTIONS["number"], QUESTIONS["total"]]  # the README's example: a first run, which also warms up
-    speed2 = extract([folder], table, ExtractConfig(two, dpi=dpi), predictor, overwrite=True, progress=False)
-    config = ExtractConfig(list(QUESTIONS.values()), dpi=dpi)
+    speed2 = extract([folder], table, ExtractConfig(two, dpi=dpi, **path), predictor, overwrite=True, progress=False)
     summary = extract([folder], table, config, predictor, overwrite=True, progress=False)
     summary["two questions"] = speed2["pages_per_second"]
     rows = {r["document"]: r for r in map(json.loads, table.read_text().splitlines())}
@@ -314,6 +318,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--docs", type=Path, default=Path("runs/foreign"))
     ap.add_argument("--checkpoint", default="shipped")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--answer-path", default=None, help="mask, words or auto (default: docjepa extract's)")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/docjepa/foreign/shipped.json"))
     ap.add_argument("--markdown", type=Path, action="append", default=[])
     args = ap.parse_args(argv)
@@ -322,7 +327,9 @@ def main(argv: list[str] | None = None) -> dict:
     torch.set_num_threads(args.threads)
     truth = render(args.docs / "pdf", args.per_generator, args.seed, args.dpi)
     checkpoint = None if args.checkpoint == "shipped" else Path(args.checkpoint)
-    model, summary = model_answers(args.docs / "pdf", truth, args.docs / "table.jsonl", checkpoint, args.dpi)
+    model, summary = model_answers(
+        args.docs / "pdf", truth, args.docs / "table.jsonl", checkpoint, args.dpi, args.answer_path
+    )
     baseline = baseline_answers(args.docs / "pdf", truth, args.dpi)
     command = shlex.join(
         ["python", "benchmarks/scripts/foreign_layouts.py", *(argv if argv is not None else sys.argv[1:])]

@@ -91,3 +91,26 @@ def test_the_joint_layers_table_is_the_committed_runs():
     assert text.split(qc.START, 1)[1].split(qc.END, 1)[0].strip() == qc.layers_table(
         ROOT / "benchmarks/results/docjepa"
     )
+
+
+def test_the_word_span_table_is_the_committed_runs():
+    """The mask / reading-order span / touching span table of docs/docjepa-extract.md quotes the two JSON files."""
+    res = ROOT / "benchmarks/results/docjepa/business"
+    now = json.loads((res / "wider-1000.json").read_text())["scores"]
+    before = json.loads((res / "wider-1000-reading-order-span.json").read_text())["scores"]
+    groups = {
+        "business pages, `key` mIoU": "kind: key",
+        "business pages, `field` mIoU": "kind: field",
+        "held-out family (`boxed`), mIoU": "held-out family (boxed)",
+        "held-out language (Italian), mIoU": "held-out language (it)",
+        "all business questions, mIoU": "all",
+    }
+    text = (ROOT / "docs/docjepa-extract.md").read_text().split("### The word decoder's answers", 1)[1]
+    rows = {
+        cells[0]: cells[1:]
+        for line in text.split("###", 1)[0].splitlines()
+        if line.startswith("| ") and len(cells := [c.strip() for c in line.strip("|").split("|")]) == 4
+    }
+    for name, group in groups.items():
+        want = [now[group]["mask mIoU"], before[group]["words mIoU"], now[group]["words mIoU"]]
+        assert rows[name] == [f"{v:.3f}" for v in want], name

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from ..data.record import union_box, words_under
-from .clicks import apply_clicks, boxes_mask, line_boxes
+from .clicks import apply_clicks, boxes_mask
 from .decoded import Decoded, EncodedPage
 from .mask_choice import FULL_PAGE, SNAP_AGREEMENT, choose_mask, coverage, snap_to_words, words_box
 from .word_answer import choose_path, span_confidence, word_logits, word_span
@@ -58,7 +58,8 @@ class Answer:
     mask: np.ndarray | None
     """(H, W) bool at the page's resolution, empty when the model has no answer (None: not asked for)."""
     lines: list[Box] | None
-    """The answer's words as one page-pixel box per line (None: the mask as the decoder drew it)."""
+    """The answer's words as page-pixel boxes: one around a snapped mask or a word span, one per block of words
+    where clicks edited it (None: the mask as the decoder drew it)."""
     box: Box | None
     """The answer's box in page pixels: around its lines, or around the drawn mask (None: no answer)."""
     path: str
@@ -115,24 +116,25 @@ class Reading:
 
     @cached_property
     def word_answer(self) -> tuple[np.ndarray, list[Box] | None]:
-        """The word span (:func:`word_span`) in the square frame (M, M) bool, and its words as one page-pixel box
-        per line (None, with an empty mask: no word logits, or no word has one)."""
+        """The word span (:func:`word_span`) in the square frame (M, M) bool, and the one page-pixel box around its
+        words (a block of several lines is one region, as a snapped mask is; None, with an empty mask: no word
+        logits, or no word has one)."""
         enc, size = self.encoded, self.decoded.logits.shape[-1]
         span = [] if self.word_logits is None else word_span(self.word_logits, enc.page)
         if not span:
             return np.zeros((size, size), dtype=bool), None
-        lines = line_boxes(enc.page, span)
+        lines = [union_box([enc.page.words[i].box for i in span])]
         return boxes_mask(lines, enc.page, enc.frame.frame, size), lines
 
     def answer_lines(self, best: int | None = None, path: str | None = None) -> tuple[np.ndarray, list[Box] | None]:
-        """The answer in the square frame (M, M) bool, and its words as one page-pixel box per line (None: the mask
-        was kept as the decoder drew it).
+        """The answer in the square frame (M, M) bool, and its words as page-pixel boxes (see :attr:`Answer.lines`;
+        None: the mask was kept as the decoder drew it).
 
         When ``path`` says the question is answered by words and ``best`` is None or the chosen candidate, the
         answer is the word span. Otherwise candidate ``best`` (default: the chosen one), snapped to the OCR words
         it covers (:func:`snap_to_words`). When the chosen candidate covers no word's centre (a speck beside a page
         number, a blob between two lines; with clicks: whenever it is not snapped) and the word decoder has logits,
-        the answer is the word span, drawn line by line: a few words are too small for the decoder's mask pixels,
+        the answer is the word span: a few words are too small for the decoder's mask pixels,
         not for its per-token logits. When the chosen candidate covers the whole page (:data:`FULL_PAGE`; chosen
         only when every candidate does), the model has no answer and the mask is empty. With points in the prompt
         (a person's clicks), the answer is then made to agree with them (:func:`apply_clicks`)."""

@@ -74,8 +74,9 @@ class Prediction:
     answer_box: tuple[float, float, float, float] | None = None
     """The box around the answer's words in page pixels (None: the mask was kept as the decoder drew it)."""
     answer_lines: list[tuple[float, float, float, float]] | None = None
-    """The answer's words as one box per line (page pixels): the box itself when the mask was snapped, the lines of
-    the word decoder's words when the answer came from them (see :meth:`Reading.answer_lines`)."""
+    """The answer's words as boxes (page pixels): the box itself when the mask was snapped, the box around the word
+    decoder's span when the answer came from it, a box per block of words where clicks edited it (see
+    :meth:`Reading.answer_lines`)."""
 
     best: int = 0
     """Index of the chosen candidate: the highest predicted IoU among informative masks (see :func:`choose_mask`)."""

@@ -1,24 +1,35 @@
 """Word answers: the OCR words the word decoder picks, shaped as people answer, and the choice between them and a mask.
 
 The word decoder gives every OCR token an answer logit (``SegmentationOutput.token_logits``); :func:`word_logits`
-turns them into one logit per word. A short answer (a number, a date, a version, a name, a heading) is then a run of
-words that follow one another in the page's reading order: :func:`word_span` starts from the most likely word and
-takes its neighbours while they are likely too and sit beside it (the same line, or the next line under it), so an
-answer is never a scatter of words over the page. A region answer (a table, a paragraph, a checkbox) stays the mask
-decoder's. :func:`choose_path` decides per question which of the two is the answer.
+turns them into one logit per word. A word answer (a number, a date, a name, an address block) is then the words
+that touch one another on the page around the most likely word: :func:`word_span` starts from it and takes every
+word the decoder does not rule out (:data:`WORD_LOGIT`) that sits beside a word already taken, on its line or on
+the line above or below (:func:`touching`). Touching, not reading order, joins them, so a block in one column of a
+two-column page is one answer, and an answer is never a scatter of words over the page. A region answer (a table,
+a paragraph, a checkbox) stays the mask decoder's. :func:`choose_path` decides per question which of the two is the
+answer.
 """
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
 from ..data.record import Page
 from .answer_paths import ANSWER_PATHS
 
-WORD_LOGIT = 0.0
-"""A word is in a word answer when the word decoder's logit of one of its tokens exceeds this (probability ½)."""
+WORD_LOGIT = -3.0
+"""A word joins a word answer when the word decoder's logit of one of its tokens exceeds this (probability about
+0.05) and it touches a word already in the answer. Chosen on calibration pages (docs/docjepa-extract.md): a low
+bar, because touching the most likely word already says much; at 0 (probability ½) dates and amounts of several
+words were cut to one of them."""
+ROW_GAP = 3.0
+"""Two words on one line touch when the gap between them is at most this many word heights."""
+LINE_GAP = 1.0
+"""Two words on adjacent lines touch when they overlap horizontally and the gap between the lines is at most this
+many line heights."""
 
 
 def word_logits(token_logits: torch.Tensor, word_index: torch.Tensor, words: int) -> torch.Tensor:
@@ -31,32 +42,39 @@ def word_logits(token_logits: torch.Tensor, word_index: torch.Tensor, words: int
     return out.scatter_reduce(0, index[real], token_logits.detach().float().cpu()[real], reduce="amax")
 
 
-def follows(page: Page, a: int, b: int) -> bool:
-    """Whether word ``b`` comes right after word ``a`` when the page is read: on the same line (their vertical
-    extents overlap by half the smaller height) and at most three heights to its right, or first on the next line
-    (its top within one line height under ``a``'s bottom)."""
-    _, ay0, ax1, ay1 = page.words[a].box
-    bx0, by0, _, by1 = page.words[b].box
-    h = max(1.0, min(ay1 - ay0, by1 - by0))
-    overlap = min(ay1, by1) - max(ay0, by0)
-    if overlap >= 0.5 * h:
-        return -h <= bx0 - ax1 <= 3 * h
-    return 0 <= by0 - ay1 <= max(ay1 - ay0, by1 - by0) and bx0 <= ax1
+def touching(boxes: np.ndarray, row_gap: float = ROW_GAP, line_gap: float = LINE_GAP) -> np.ndarray:
+    """(K, K) bool: whether two words (``boxes`` (K, 4) page pixels) sit beside each other. On one line (their
+    vertical extents overlap by half the smaller height): at most ``row_gap`` heights apart. On two lines: they
+    overlap horizontally and the lines are at most ``line_gap`` × the taller word's height apart."""
+    x0, y0, x1, y1 = (boxes[:, i] for i in range(4))
+    h = y1 - y0
+    small = np.maximum(1.0, np.minimum(h[:, None], h[None, :]))
+    overlap = np.minimum(y1[:, None], y1[None, :]) - np.maximum(y0[:, None], y0[None, :])
+    gap = np.maximum(x0[None, :] - x1[:, None], x0[:, None] - x1[None, :])
+    same_line = overlap >= 0.5 * small
+    vgap = np.maximum(y0[None, :] - y1[:, None], y0[:, None] - y1[None, :])
+    over = np.minimum(x1[:, None], x1[None, :]) - np.maximum(x0[:, None], x0[None, :])
+    stacked = (vgap >= 0) & (vgap <= line_gap * np.maximum(h[:, None], h[None, :])) & (over > 0)
+    return np.where(same_line, gap <= row_gap * small, stacked)
 
 
 def word_span(logits: torch.Tensor, page: Page, threshold: float = WORD_LOGIT) -> list[int]:
-    """The word answer: the most likely word, and the words before and after it in the OCR order, each taken while
-    its logit exceeds ``threshold`` and it follows its neighbour on the page (:func:`follows`). Empty when no word
-    has a logit."""
+    """The word answer, in reading order: the most likely word and every word whose logit exceeds ``threshold``
+    that is joined to it through such words, each touching the next (:func:`touching`). Empty when no word has a
+    logit."""
     if logits.numel() == 0 or not torch.isfinite(logits).any():
         return []
-    best = int(logits.argmax())
-    lo = hi = best
-    while lo > 0 and float(logits[lo - 1]) > threshold and follows(page, lo - 1, lo):
-        lo -= 1
-    while hi + 1 < logits.numel() and float(logits[hi + 1]) > threshold and follows(page, hi, hi + 1):
-        hi += 1
-    return list(range(lo, hi + 1))
+    values = logits.detach().float().cpu().numpy()
+    best = int(values.argmax())
+    likely = np.flatnonzero(values > threshold)
+    likely = np.union1d(likely, [best])  # the best word always (when even it is unlikely)
+    near = touching(np.array([page.words[i].box for i in likely], dtype=np.float64))
+    taken = likely == best
+    while True:
+        grown = taken | near[taken].any(axis=0)
+        if (grown == taken).all():
+            return [int(i) for i in likely[taken]]
+        taken = grown
 
 
 def span_confidence(logits: torch.Tensor) -> float:

@@ -168,3 +168,21 @@ def test_the_command_line_with_the_shipped_model(folder, tmp_path, capsys):
     assert summary["documents"] == 1 and summary["pages"] == 1 and summary["errors"] == 0
     row = _csv(out)[0]
     assert row["document"] == "a.pdf" and row["Total confidence"] and row["Invoice number confidence"]
+
+
+def test_answers_are_word_spans_by_default(folder, tmp_path, predictor, monkeypatch):
+    """The command line and ExtractConfig share one default answer path (the word span), and the predictor extract
+    makes for itself answers by it."""
+    from docjepa.apps.cli import build_parser
+
+    args = build_parser().parse_args(["extract", str(folder), "--question", "Total", "--out", "t.csv"])
+    assert args.answer_path == ExtractConfig(["Total"]).answer_path == "words"
+    made = []
+
+    def from_pretrained(checkpoint, device=None, **options):
+        made.append(options)
+        return predictor
+
+    monkeypatch.setattr(DocumentPredictor, "from_pretrained", staticmethod(from_pretrained))
+    extract([folder / "a.pdf"], tmp_path / "t.csv", ExtractConfig(["Total"], dpi=100), progress=False)
+    assert made == [{"answer_path": "words"}]

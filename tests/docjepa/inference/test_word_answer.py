@@ -1,5 +1,6 @@
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -7,8 +8,8 @@ from docjepa.data.record import Page, Word
 from docjepa.inference.word_answer import (
     ANSWER_PATHS,
     choose_path,
-    follows,
     span_confidence,
+    touching,
     word_span,
 )
 
@@ -27,26 +28,39 @@ def _page() -> Page:
     return Page("x", 0, 400, 420, b"", words, "t")
 
 
-def test_follows_reads_lines_and_the_next_line_but_not_columns_or_far_words():
-    page = _page()
-    assert follows(page, 0, 1) and follows(page, 1, 2)  # one line, small gaps
-    assert follows(page, 2, 3)  # the next line starts under the previous one
-    assert not follows(page, 4, 5)  # back up to another column
-    assert not follows(page, 2, 5)  # same line, 120 px (10 heights) away: another column
-    assert not follows(page, 5, 6) and not follows(page, 4, 6)  # far below
+def _boxes(page: Page, *words: int) -> np.ndarray:
+    return np.array([page.words[i].box for i in words], dtype=np.float64)
 
 
-def test_word_span_takes_neighbours_while_likely_and_never_scatters():
+def test_touching_joins_a_line_and_the_lines_above_and_below_but_not_columns_or_far_words():
     page = _page()
-    logits = torch.tensor([-3.0, 1.0, 4.0, -2.0, 2.0, 3.0, 3.5])
-    # The best word (2) and its likely neighbour (1); word 3 is unlikely, so 4 is not reached; 5 and 6 are likely
-    # but lie elsewhere on the page.
+    near = touching(_boxes(page, *range(7)))
+    assert (near == near.T).all()
+    assert near[0, 1] and near[1, 2]  # one line, small gaps
+    assert near[0, 3] and near[0, 4] and near[1, 4]  # the line below, where its words overlap the line's
+    assert not near[2, 3] and not near[2, 4]  # the line below, but further left: no overlap
+    assert not near[4, 5] and not near[2, 5]  # another column: 10 heights away on the same line
+    assert not near[5, 6] and not near[4, 6]  # far below
+    assert not near[2, 6]
+    # A line further down than one line height is not the next line; a wider LINE_GAP reaches it.
+    lower = np.array([[10, 10, 60, 22], [10, 40, 60, 52]], dtype=np.float64)
+    assert not touching(lower)[0, 1] and touching(lower, line_gap=1.5)[0, 1]
+    assert not touching(np.array([[0, 0, 10, 12], [50, 0, 60, 12]], dtype=np.float64))[0, 1]  # 40 px: > 3 heights
+
+
+def test_word_span_grows_through_touching_likely_words_and_never_scatters():
+    page = _page()
+    logits = torch.tensor([-5.0, 1.0, 4.0, -4.0, -3.5, 3.0, 3.5])
+    # The best word (2) and its likely neighbour (1); 0, 3 and 4 are ruled out; 5 and 6 are likely but lie
+    # elsewhere on the page.
     assert word_span(logits, page) == [1, 2]
     assert word_span(logits, page, threshold=1.5) == [2]
-    # A whole line and the next one when all are likely.
-    assert word_span(torch.tensor([2.0, 2.0, 5.0, 2.0, 2.0, -1.0, -1.0]), page) == [0, 1, 2, 3, 4]
+    # A word only reached through another likely word: 0 through 1, then 3 under 0.
+    assert word_span(torch.tensor([-1.0, 0.5, 5.0, -2.0, -9.0, -1.0, -1.0]), page) == [0, 1, 2, 3]
+    # Two lines of one column are one block, whatever the page's reading order puts between them.
+    assert word_span(torch.tensor([2.0, 2.0, 5.0, 2.0, 2.0, -5.0, -5.0]), page) == [0, 1, 2, 3, 4]
     # Nothing above the threshold: the single best word, wherever it is.
-    assert word_span(torch.tensor([-5.0, -4.0, -3.0, -4.0, -4.0, -4.0, -0.5]), page) == [6]
+    assert word_span(torch.tensor([-9.0, -8.0, -7.0, -8.0, -8.0, -8.0, -3.5]), page) == [6]
     assert word_span(torch.full((7,), float("-inf")), page) == [] and word_span(torch.empty(0), page) == []
 
 

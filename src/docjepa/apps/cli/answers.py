@@ -223,7 +223,12 @@ def _add_extract(sub: Any) -> None:
         "--dpi", type=int_at_least(36, MAX_DPI), default=150, help=f"PDF rendering resolution (36 to {MAX_DPI})"
     )
     x.add_argument("--lang", default="eng", help="Tesseract language(s) for pages without a text layer")
-    x.add_argument("--answer-path", choices=ANSWER_PATHS, default="auto", help="as for predict")
+    x.add_argument(
+        "--answer-path",
+        choices=ANSWER_PATHS,
+        default="words",
+        help="words (default: the word decoder's span, the better reader of values), auto or mask (as for predict)",
+    )
     x.add_argument("--device", default=None)
     x.add_argument("--no-progress", action="store_true")
     x.set_defaults(func=cmd_extract)

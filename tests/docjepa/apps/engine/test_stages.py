@@ -76,8 +76,8 @@ def test_thresholds_keep_the_most_labels_at_the_target_agreement():
 
 
 def _zero_decoder(src, dst):
-    """A copy of a model whose masks are empty and whose word decoder prefers no word (its answers fall back to
-    the page's first word): a worse model than one that reads the page."""
+    """A copy of a model whose masks are empty and whose word decoder prefers no word and rules out every word (its
+    answers fall back to the page's first word alone): a worse model than one that reads the page."""
     import shutil
 
     from docjepa.modeling.segmentation import DocJepaForSegmentation
@@ -87,7 +87,7 @@ def _zero_decoder(src, dst):
     with torch.no_grad():
         for name, p in model.named_parameters():
             if "output_hypernetworks_mlps" in name or name.startswith("word_decoder.logit."):
-                p.zero_()
+                p.fill_(-10.0 if name == "word_decoder.logit.bias" else 0.0)
     model.save_pretrained(dst)
     return dst
 
