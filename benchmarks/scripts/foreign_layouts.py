@@ -243,11 +243,11 @@ def model_answers(
     from docjepa.apps.extract import ExtractConfig, extract
     from docjepa.inference.predictor import DocumentPredictor
 
-    path = {} if answer_path is None else {"answer_path": answer_path}
-    config = ExtractConfig(list(QUESTIONS.values()), dpi=dpi, **path)  # docjepa extract's defaults
-    predictor = DocumentPredictor.from_pretrained(checkpoint, answer_path=config.answer_path)
-    two = [QUESTIONS["number"], QUESTIONS["total"]]  # the README's example: a first run, which also warms up
-    speed2 = extract([folder], table, ExtractConfig(two, dpi=dpi, **path), predictor, overwrite=True, progress=False)
+    path = answer_path or ExtractConfig.answer_path  # docjepa extract's default
+    config = ExtractConfig(list(QUESTIONS.values()), dpi=dpi, answer_path=path)
+    predictor = DocumentPredictor.from_pretrained(checkpoint, answer_path=path)
+    two = ExtractConfig([QUESTIONS["number"], QUESTIONS["total"]], dpi=dpi, answer_path=path)  # the README's example
+    speed2 = extract([folder], table, two, predictor, overwrite=True, progress=False)  # a first run, also a warm-up
     summary = extract([folder], table, config, predictor, overwrite=True, progress=False)
     summary["two questions"] = speed2["pages_per_second"]
     rows = {r["document"]: r for r in map(json.loads, table.read_text().splitlines())}
