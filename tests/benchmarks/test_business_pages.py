@@ -114,3 +114,16 @@ def test_the_word_span_table_is_the_committed_runs():
     for name, group in groups.items():
         want = [now[group]["mask mIoU"], before[group]["words mIoU"], now[group]["words mIoU"]]
         assert rows[name] == [f"{v:.3f}" for v in want], name
+
+
+def test_the_path_model_table_is_the_committed_runs():
+    """The mask / word span / auto table of docs/docjepa-extract.md quotes the run's committed JSON files, and the
+    auto column is the predictor's answer under the calibration that chose it."""
+    import path_model_table as pm
+
+    res = ROOT / "benchmarks/results/docjepa"
+    text = (ROOT / "docs/docjepa-extract.md").read_text()
+    assert text.split(pm.START, 1)[1].split(pm.END, 1)[0].strip() == pm.table(res)
+    business = json.loads((res / f"business/{pm.RUN}.json").read_text())
+    calibration = json.loads((res / f"business/{pm.RUN}-calibration.json").read_text())["answer_paths"]
+    assert business["words_threshold"] == calibration["words_threshold"] and calibration["path_model"] is not None

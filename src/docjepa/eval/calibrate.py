@@ -10,10 +10,12 @@ import numpy as np
 
 from ..data.split import SplitConfig
 from ..inference.calibration import Calibration, isotonic, reliability
+from ..inference.path_choice import PathModel, fit_path_model
 from .evaluate import evaluate
 
 WORDS_GRID = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.01)
-"""Word-decoder confidences tried as the threshold of ``answer_path="auto"`` (0: always words; above 1: never)."""
+"""Thresholds of ``answer_path="auto"`` tried on a row's ``path_score`` (the path model's estimate, else the word
+decoder's confidence; 0: always words; above 1: never)."""
 
 
 def per_kind_miou(rows: list[dict], pick) -> float:
@@ -24,9 +26,15 @@ def per_kind_miou(rows: list[dict], pick) -> float:
     return float(np.mean([np.mean(v) for v in by_kind.values()]))
 
 
+def score_of(row: dict) -> float:
+    """What ``auto`` thresholds in a row: its ``path_score`` (the path model's estimate) when it has one, else the
+    word decoder's confidence."""
+    return row.get("path_score", row["words_confidence"])
+
+
 def auto_iou(threshold: float):
     """A row's IoU under ``answer_path="auto"`` at ``threshold`` (rows as ``evaluate(keep_rows=True)`` gives them)."""
-    return lambda r: r["paths"]["words"] if r["words_confidence"] >= threshold else r["paths"]["mask"]
+    return lambda r: r["paths"]["words"] if score_of(r) >= threshold else r["paths"]["mask"]
 
 
 def miou_by_set(rows: list[dict]) -> dict[str, dict[float, float]]:
@@ -51,6 +59,34 @@ def fit_words_threshold(rows: list[dict]) -> tuple[float, dict[float, float]]:
     return best, by
 
 
+def balance(rows: list[dict]) -> np.ndarray:
+    """Each row's weight in the per-kind mIoU of its set, the sets weighing alike (a row's ``set``, "" when
+    untagged): 1 / (rows of its kind in its set × kinds in its set × sets), so that a set or kind of few questions
+    counts as much in a fit as in the figures it is judged by."""
+    count = defaultdict(int)
+    kinds = defaultdict(set)
+    for r in rows:
+        count[r.get("set", ""), r["kind"]] += 1
+        kinds[r.get("set", "")].add(r["kind"])
+    return np.array(
+        [1.0 / (count[r.get("set", ""), r["kind"]] * len(kinds[r.get("set", "")]) * len(kinds)) for r in rows]
+    )
+
+
+def fit_paths(rows: list[dict]) -> PathModel | None:
+    """The path model fitted on ``rows`` (each with its ``path_features``), and each row's ``path_score`` set from
+    it; None (rows left as they are) when no row tells the two answers apart."""
+    x = np.array([r["path_features"] for r in rows])
+    words, mask = (np.array([r["paths"][k] for r in rows]) for k in ("words", "mask"))
+    try:
+        model = fit_path_model(x, words, mask, balance(rows))
+    except ValueError:
+        return None
+    for r, p in zip(rows, model(x)):
+        r["path_score"] = float(p)
+    return model
+
+
 def calibration_rows(predictor, data: list[Path], progress: bool = True) -> list[dict]:
     """Every question of each folder of ``data``, scored by ``predictor`` with both answer paths
     (``evaluate(keep_rows=True)``), each row tagged with its folder as ``set``."""
@@ -66,7 +102,8 @@ def calibrate(
 ) -> dict:
     """Score every question of ``data`` (pages the model was not trained on), fit an isotonic map from the chosen
     candidate's predicted IoU to its measured IoU, and, for a model with a word decoder, the confidence from which
-    its word span answers (:func:`fit_words_threshold`) with a map from that confidence to the word answer's IoU;
+    its word span answers (a path model of when it beats the mask, :func:`fit_paths`, and the threshold on its
+    estimate, :func:`fit_words_threshold`) with a map from the word decoder's confidence to the word answer's IoU;
     write ``calibration.json`` beside the model's weights (unless ``write`` is False), and return the maps with the
     reliability of the scores before and after on that data."""
     from ..inference.predictor import DocumentPredictor
@@ -88,6 +125,7 @@ def calibrate(
         "calibration": {"knots": cal.knots, "values": cal.values, "threshold": threshold},
     }
     if words.any():  # the model has a word decoder: fit when its span answers, and what IoU it reaches then
+        cal.path_model = fit_paths(rows)
         cal.words_threshold, by = fit_words_threshold(rows)
         knots, values = isotonic(words, np.array([r["paths"]["words"] for r in rows]))
         cal.words_knots, cal.words_values = [float(v) for v in knots], [float(v) for v in values]
@@ -97,7 +135,8 @@ def calibrate(
             "mIoU_by_set": miou_by_set(rows),
             "mask_mIoU": per_kind_miou(rows, lambda r: r["paths"]["mask"]),
             "words_mIoU": per_kind_miou(rows, lambda r: r["paths"]["words"]),
-            "words_share": float((words >= cal.words_threshold).mean()),
+            "words_share": float(np.mean([score_of(r) >= cal.words_threshold for r in rows])),
+            "path_model": None if cal.path_model is None else cal.path_model.to_dict(),
         }
     if write:
         out["file"] = str(cal.save(require_model(checkpoint, (SEGMENTATION,), "calibration")))

@@ -133,6 +133,8 @@ def evaluate(
                 rows[-1]["anls"], rows[-1]["baseline_anls"] = model.texts[-1], base.texts[-1]
                 rows[-1]["paths"] = {k: v[0] / v[1] if v[1] else 1.0 for k, v in by_path.items()}
                 rows[-1]["words_confidence"] = reading.words_confidence or 0.0
+                if reading.path_features is not None:
+                    rows[-1]["path_features"] = reading.path_features.tolist()
             if len(examples) < keep_examples:
                 examples.append(_example(page, question, pred, bmask, answers, frame))
             bar.update(1)

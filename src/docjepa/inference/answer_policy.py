@@ -21,6 +21,7 @@ from ..data.record import union_box, words_under
 from .clicks import apply_clicks, boxes_mask
 from .decoded import Decoded, EncodedPage
 from .mask_choice import FULL_PAGE, SNAP_AGREEMENT, choose_mask, coverage, snap_to_words, words_box
+from .path_choice import mask_iou, path_features
 from .word_answer import choose_path, span_confidence, word_logits, word_span
 
 Box = tuple[float, float, float, float]
@@ -109,10 +110,41 @@ class Reading:
         """The probability the word decoder gives its most likely word (None: no word decoder)."""
         return None if self.word_logits is None else span_confidence(self.word_logits)
 
+    @cached_property
+    def path_features(self) -> np.ndarray | None:
+        """The features of the two answers from which the calibration's path model estimates whether the word span
+        is the better one (:func:`path_features`; None: no word decoder)."""
+        if self.word_logits is None:
+            return None
+        span_mask, span_lines = self.word_answer
+        mask, lines = self._model_answer(self.chosen, "mask")
+        page, frame = self.encoded.page, self.encoded.frame.frame
+        mask_words = _words_in(page, lines) if lines else words_under(page.word_boxes(), mask, frame)
+        return path_features(
+            self.words_confidence or 0.0,
+            mask_iou(span_mask, mask),
+            len(_words_in(page, span_lines)) if span_lines else 0,
+            len(mask_words) if mask.any() else 0,
+            float(self.decoded.scores[self.chosen]),
+            len(page.words),
+        )
+
+    @cached_property
+    def path_score(self) -> float | None:
+        """What ``auto`` compares with the calibration's ``words_threshold``: its path model's estimate that the
+        word span is the better answer, or without a path model the word decoder's confidence (None: no word
+        decoder)."""
+        model = getattr(self.policy.calibration, "path_model", None)
+        if self.word_logits is None or model is None:
+            return self.words_confidence
+        return float(model(self.path_features))
+
     def path(self, path: str | None = None) -> str:
         """``words`` or ``mask``: how the question is answered under ``path`` (default: the policy's)."""
+        path = path or self.policy.answer_path
         threshold = getattr(self.policy.calibration, "words_threshold", None)
-        return choose_path(path or self.policy.answer_path, self.word_logits, threshold)
+        score = self.path_score if path == "auto" and threshold is not None else None
+        return choose_path(path, self.word_logits, threshold, score)
 
     @cached_property
     def word_answer(self) -> tuple[np.ndarray, list[Box] | None]:

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .path_choice import PathModel
+
 FILE = "calibration.json"
 
 
@@ -50,12 +52,17 @@ class Calibration:
     fitted_on: dict = field(default_factory=dict)
     """Where the map was fitted: data folders, number of questions."""
     words_threshold: float | None = None
-    """The word decoder's confidence from which a question is answered by its word span rather than by a mask
-    (``DocumentPredictor(answer_path="auto")``), chosen on the same pages (``docjepa.eval.calibrate``); None: a
-    calibration fitted without word answers, so every answer is the mask path's."""
+    """The estimate of ``path_model`` (without one: the word decoder's confidence) from which a question is answered
+    by its word span rather than by a mask (``DocumentPredictor(answer_path="auto")``), chosen on the same pages
+    (``docjepa.eval.calibrate``); None: a calibration fitted without word answers, so every answer is the mask
+    path's."""
     words_knots: list[float] = field(default_factory=list)
     """The map from that confidence to the IoU a word answer achieves (as ``knots`` / ``values``; empty: none)."""
     words_values: list[float] = field(default_factory=list)
+    path_model: PathModel | None = None
+    """How likely the word span is the better answer, from both answers' features
+    (:class:`~docjepa.inference.path_choice.PathModel`); None: ``words_threshold`` applies to the word decoder's
+    confidence alone."""
 
     def __call__(self, score: float | np.ndarray) -> float | np.ndarray:
         out = np.interp(score, self.knots, self.values)
@@ -98,6 +105,7 @@ class Calibration:
             d.get("words_threshold"),
             d.get("words_knots", []),
             d.get("words_values", []),
+            PathModel.from_dict(d["path_model"]) if d.get("path_model") else None,
         )
 
 

@@ -84,14 +84,19 @@ def span_confidence(logits: torch.Tensor) -> float:
     return 1.0 / (1.0 + math.exp(-float(logits.max())))
 
 
-def choose_path(path: str, logits: torch.Tensor | None, threshold: float | None = None) -> str:
+def choose_path(
+    path: str, logits: torch.Tensor | None, threshold: float | None = None, score: float | None = None
+) -> str:
     """``words`` or ``mask``: which answer a question gets under ``path`` (see :data:`ANSWER_PATHS`), from the
-    words' logits (None: the model has no word decoder) and, for ``auto``, the confidence ``threshold`` (None: no
-    threshold was fitted, so the mask)."""
+    words' logits (None: the model has no word decoder) and, for ``auto``, whether ``score`` (default: the word
+    decoder's confidence, :func:`span_confidence`) reaches ``threshold`` (None: no threshold was fitted, so the
+    mask)."""
     if path not in ANSWER_PATHS:
         raise ValueError(f"unknown answer path {path!r}; choose one of {', '.join(ANSWER_PATHS)}")
     if logits is None or path == "mask" or not torch.isfinite(logits).any():
         return "mask"
     if path == "words":
         return "words"
-    return "words" if threshold is not None and span_confidence(logits) >= threshold else "mask"
+    if threshold is None:
+        return "mask"
+    return "words" if (span_confidence(logits) if score is None else score) >= threshold else "mask"

@@ -144,7 +144,12 @@ def test_calibrate_and_predict_show_confidence(pdfs, model, tmp_path):
     expected = cal.words(res["words_confidence"]) if res["path"] == "words" else res["expected_iou"]
     assert res["confidence"] == pytest.approx(expected, abs=1e-4)
     assert res["known"] == (res["answered"] and expected >= 0.5)
-    assert res["path"] == ("words" if res["words_confidence"] >= cal.words_threshold else "mask")
+    # auto: the span where the calibration's path model (fitted on these pages) estimates it at least its threshold
+    predictor.set_page(load_page(pdf=pdfs / "gadget.pdf", dpi=72))
+    reading = predictor.read(predictor.decode("What is the title?"))
+    assert (cal.path_model is None) == (reading.path_score == reading.words_confidence)
+    spans = reading.path_score >= cal.words_threshold and reading.word_answer[1]
+    assert res["path"] == ("words" if spans else "mask")
     overlay = Image.open(res["files"]["overlay"])
     assert overlay.height > res["height"]  # the band with the question and the candidates' scores
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import random
 
-from docjepa.eval.calibrate import WORDS_GRID, fit_words_threshold
+import pytest
+
+from docjepa.eval.calibrate import WORDS_GRID, fit_paths, fit_words_threshold
 
 
 def _rows(set_name: str, kinds: list[str], mask: float, words: float, conf: float, n: int, rng) -> list[dict]:
@@ -56,3 +58,30 @@ def test_a_span_that_ties_on_the_other_set_is_taken():
     manuals = _rows("manuals", ["section"], mask=0.8, words=0.1, conf=0.2, n=6, rng=rng)  # never sure there
     best, _ = fit_words_threshold(_forms(rng) + manuals)
     assert best == 0.4  # above the manuals' spans' confidence (≤ 0.24): they keep their masks
+
+
+def test_the_path_model_chooses_where_the_confidence_cannot():
+    """Values and regions with the same word-decoder confidence: no threshold on it helps, the path model (which
+    sees how many words each answer covers) answers each with its better path."""
+    rng = random.Random(3)
+    rows = []
+    for i in range(120):
+        value = i % 2 == 0
+        rows.append(
+            {
+                "kind": "key" if value else "table",
+                "set": "pages",
+                "paths": {"mask": 0.3 if value else 0.9, "words": 0.9 if value else 0.2},
+                "words_confidence": rng.uniform(0.6, 0.9),
+                "path_features": [rng.uniform(0.6, 0.9), rng.uniform(0, 1), rng.uniform(0.5, 1.5),
+                                  rng.uniform(0.5, 2.0) if value else rng.uniform(2.5, 4.0), 0.5, 5.0],
+            }
+        )  # fmt: skip
+    _, by_confidence = fit_words_threshold(rows)
+    assert max(by_confidence.values()) < 0.61  # the confidence tells the two kinds apart nowhere
+    model = fit_paths(rows)
+    assert model is not None and all("path_score" in r for r in rows)
+    best, by = fit_words_threshold(rows)
+    assert by[best] == pytest.approx(0.9)  # each kind its better answer
+    ties = [r | {"paths": {"mask": 0.5, "words": 0.5}} for r in rows]
+    assert fit_paths([{k: v for k, v in r.items() if k != "path_score"} for r in ties]) is None
