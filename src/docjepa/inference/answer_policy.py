@@ -20,8 +20,8 @@ import torch
 from ..data.record import union_box, words_under
 from .clicks import apply_clicks, boxes_mask
 from .decoded import Decoded, EncodedPage
-from .mask_choice import FULL_PAGE, SNAP_AGREEMENT, choose_mask, coverage, snap_to_words, words_box
-from .path_choice import mask_iou, path_features
+from .mask_choice import FULL_PAGE, SNAP_AGREEMENT, choose_mask, coverage, mask_iou, snap_to_words, words_box
+from .path_choice import path_features
 from .word_answer import choose_path, span_confidence, word_logits, word_span
 
 Box = tuple[float, float, float, float]
@@ -116,15 +116,14 @@ class Reading:
         is the better one (:func:`path_features`; None: no word decoder)."""
         if self.word_logits is None:
             return None
-        span_mask, span_lines = self.word_answer
+        span, span_lines = self.word_answer
         mask, lines = self._model_answer(self.chosen, "mask")
         page, frame = self.encoded.page, self.encoded.frame.frame
-        mask_words = _words_in(page, lines) if lines else words_under(page.word_boxes(), mask, frame)
         return path_features(
             self.words_confidence or 0.0,
-            mask_iou(span_mask, mask),
-            len(_words_in(page, span_lines)) if span_lines else 0,
-            len(mask_words) if mask.any() else 0,
+            mask_iou(span, mask),
+            len(_answer_words(page, span, span_lines, frame)),
+            len(_answer_words(page, mask, lines, frame)),
             float(self.decoded.scores[self.chosen]),
             len(page.words),
         )
@@ -226,12 +225,8 @@ class Reading:
         best, enc, cal = self.chosen, self.encoded, self.policy.calibration
         small, lines = self.answer_lines(best)
         frame = enc.frame.frame
-        if lines:
-            words = _words_in(enc.page, lines)
-            box = union_box(lines)
-        else:
-            words = words_under(enc.page.word_boxes(), small, frame) if small.any() else []
-            box = _frame_box(small, frame)
+        words = _answer_words(enc.page, small, lines, frame)
+        box = union_box(lines) if lines else _frame_box(small, frame)
         mask = self._at_page(best, small, lines, masks)[0] if page_mask else None
         raw = self.decoded.scores.cpu().numpy()
         conf = np.asarray(cal(raw), dtype=np.float32) if cal is not None else None
@@ -277,6 +272,14 @@ def _words_in(page, lines: list[Box]) -> list[int]:
         if any(b[0] - MARGIN <= cx <= b[2] + MARGIN and b[1] - MARGIN <= cy <= b[3] + MARGIN for b in lines):
             out.append(i)
     return out
+
+
+def _answer_words(page, small: np.ndarray, lines: list[Box] | None, frame: float) -> list[int]:
+    """The words an answer covers (:attr:`Answer.words`): those inside its lines, or without lines those whose
+    centre lies under its mask in the decoder's frame."""
+    if lines:
+        return _words_in(page, lines)
+    return words_under(page.word_boxes(), small, frame) if small.any() else []
 
 
 def _frame_box(small: np.ndarray, frame: float) -> Box | None:

@@ -21,6 +21,12 @@ FULL_PAGE = 0.9
 """A candidate mask covering at least this fraction of the page is not an answer (see :func:`choose_mask`)."""
 
 
+def mask_iou(a: np.ndarray, b: np.ndarray) -> float:
+    """IoU of two boolean masks of one shape (1 when both are empty)."""
+    union = np.logical_or(a, b).sum()
+    return float(np.logical_and(a, b).sum() / union) if union else 1.0
+
+
 def coverage(logits: torch.Tensor, region: torch.Tensor | np.ndarray | None) -> torch.Tensor:
     """(N,) fraction of the page (``region`` of the frame, default all of it) that each candidate covers."""
     on = logits > 0

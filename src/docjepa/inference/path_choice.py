@@ -41,12 +41,6 @@ def path_features(
     )
 
 
-def mask_iou(a: np.ndarray, b: np.ndarray) -> float:
-    """IoU of two boolean masks of one shape (1 when both are empty)."""
-    union = np.logical_or(a, b).sum()
-    return float(np.logical_and(a, b).sum() / union) if union else 1.0
-
-
 @dataclass
 class PathModel:
     """P(the word span is the better answer) = sigmoid(weights · (features − mean) / scale + bias)."""

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from docjepa.inference.calibration import Calibration
-from docjepa.inference.path_choice import FEATURES, PathModel, fit_path_model, mask_iou, path_features
+from docjepa.inference.mask_choice import mask_iou
+from docjepa.inference.path_choice import FEATURES, PathModel, fit_path_model, path_features
 from docjepa.inference.word_answer import choose_path
 
 

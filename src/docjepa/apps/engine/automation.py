@@ -8,6 +8,7 @@ from dataclasses import asdict
 from sqlalchemy import select
 from tqdm.auto import tqdm
 
+from ...inference.mask_choice import mask_iou
 from . import masks, stages, store
 from .db import Database
 from .model import EngineModel
@@ -72,7 +73,7 @@ def calibrate(
         p = model.propose(page, question)
         pred.append(float(p.scores[p.best]))
         stab.append(stages.stability(p.logits[p.best]))
-        true.append(masks.iou(p.masks[p.best], masks.decode(rle)))
+        true.append(mask_iou(p.masks[p.best], masks.decode(rle)))
     if not rows:
         raise ValueError("no human-annotated answers to choose the thresholds on: annotate some pages first")
     return stages.choose_thresholds(pred, stab, true, agree, target), len(rows)

@@ -21,12 +21,6 @@ class MaskError(ValueError):
     """A mask that cannot be read or does not fit the page."""
 
 
-def iou(a: np.ndarray, b: np.ndarray) -> float:
-    """Intersection over union of two boolean masks (1 when both are empty)."""
-    union = np.logical_or(a, b).sum()
-    return float(np.logical_and(a, b).sum() / union) if union else 1.0
-
-
 def encode(mask: np.ndarray) -> dict:
     """COCO compressed RLE ``{"size": [h, w], "counts": str}`` of a boolean (H, W) mask."""
     from pycocotools import mask as coco

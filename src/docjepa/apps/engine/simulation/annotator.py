@@ -16,7 +16,7 @@ import numpy as np
 
 from ....data.record import Page, words_under
 from ....eval.interactive import next_click
-from ..masks import iou
+from ....inference.mask_choice import mask_iou as iou
 
 
 @dataclass

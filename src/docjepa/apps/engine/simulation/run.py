@@ -27,8 +27,8 @@ import numpy as np
 from ....data.record import Page, rasterize
 from ....data.shards import DocumentDataset, ShardWriter, shard_paths
 from ....data.split import SplitConfig
+from ....inference.mask_choice import mask_iou as iou
 from .. import stages
-from ..masks import iou
 from ..model import EngineModel
 from .annotator import TimeModel, annotate, annotate_with_clicks, word_boxes
 from .curve import plot
