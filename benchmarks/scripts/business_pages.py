@@ -6,9 +6,10 @@ language and question kind, with the held-out family (``boxed``) and language (`
         [--out benchmarks/results/docjepa/business/shipped.json] [--markdown docs/docjepa-extract.md]
 
 Every question of every page is scored (the model's answer as ``docjepa evaluate`` scores it: IoU with the
-answer's region, ANLS of the words it covers; ``exact``: ANLS 1) beside the OCR-matching baseline. A page is in
-the held-out family or language by its layout (``business/<family>/<language>``); the default fine-tuning split
-(:class:`~docjepa.data.split.SplitConfig`) keeps both out of training.
+answer's region, ANLS of the words it covers; ``exact``: ANLS 1) beside the OCR-matching baseline, and counted
+also by what it asks for (``asks value: total``, ``asks name: seller``, ``asks block: buyer``, ``asks by label``).
+A page is in the held-out family or language by its layout (``business/<family>/<language>``); the default
+fine-tuning split (:class:`~docjepa.data.split.SplitConfig`) keeps both out of training.
 """
 
 from __future__ import annotations
@@ -24,10 +25,27 @@ START, END = "<!-- business-pages:start -->", "<!-- business-pages:end -->"
 HELD_FAMILY, HELD_LANGUAGE = "boxed", "it"
 
 
-def groups(row: dict) -> list[str]:
-    """The table rows a question counts in."""
+def field_names() -> dict[str, str]:
+    """Question template → what it asks for on a business page: ``value: <field>`` (a key's value), ``name:
+    <party>``, ``block: <party>`` (name and address), ``by label`` (the page's own label in the question)."""
+    from docjepa.data.synth.business import BY_LABEL, NAMES, PARTIES, QUESTIONS
+    from docjepa.data.synth.phrasings import EXTRA
+
+    out = {}
+    for prefix, asked in (("value", QUESTIONS), ("name", NAMES), ("block", PARTIES)):
+        for field, templates in asked.items():
+            for t in [*templates, *EXTRA.get(templates[0], ())]:
+                out[t] = f"{prefix}: {field}"
+    return out | {t: "by label" for t in BY_LABEL}
+
+
+def groups(row: dict, fields: dict[str, str] | None = None) -> list[str]:
+    """The table rows a question counts in (with ``fields``, :func:`field_names`, also what its template asks
+    for)."""
     _, family, lang = (row["layout"] or "business/?/?").split("/")
     out = [f"kind: {row['kind']}", f"family: {family}", f"language: {lang}", "all"]
+    if fields is not None and row.get("template") in fields:
+        out.append(f"asks {fields[row['template']]}")
     if family == HELD_FAMILY:
         out.append(f"held-out family ({HELD_FAMILY})")
     if lang == HELD_LANGUAGE:
@@ -38,11 +56,13 @@ def groups(row: dict) -> list[str]:
 
 
 def summarise(rows: list[dict]) -> dict:
-    """Per group: questions, model and baseline mIoU, exact rate over questions with a text answer, and the mIoU of
-    each answer path alone (``mask``: the chosen candidate, snapped; ``words``: the word decoder's span)."""
+    """Per group (the table's, and ``asks …``: what each question asks for): questions, model and baseline mIoU,
+    exact rate over questions with a text answer, and the mIoU of each answer path alone (``mask``: the chosen
+    candidate, snapped; ``words``: the word decoder's span)."""
     acc: dict[str, dict] = defaultdict(lambda: defaultdict(float))
+    fields = field_names()
     for r in rows:
-        for g in groups(r):
+        for g in groups(r, fields):
             a = acc[g]
             a["questions"] += 1
             a["model mIoU"] += r["iou"]

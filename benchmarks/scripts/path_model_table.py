@@ -8,6 +8,9 @@ question; ``docjepa.inference.path_choice``). Rows: the business validation page
 (``business/real.json``: RUN-mask measured before the model was calibrated, when ``auto`` answers with the mask;
 RUN after) and other generators' invoices (``foreign/RUN-words.json`` with ``--answer-path words``,
 ``foreign/RUN.json`` with ``auto``). "–": not measured for that path.
+
+The same command fills the longer-training table (:func:`longer_table`): the run of 1,000 steps beside the same
+run continued for 1,000 more, each as ``predict`` and ``extract`` answer.
 """
 
 from __future__ import annotations
@@ -17,7 +20,10 @@ import json
 from pathlib import Path
 
 START, END = "<!-- path-model:start -->", "<!-- path-model:end -->"
+LONGER_START, LONGER_END = "<!-- longer-training:start -->", "<!-- longer-training:end -->"
 RUN = "wider-1000-path-model"
+LONGER = {"1,000 steps": RUN, "2,000 steps": "wider-2000c"}
+"""The longer-training table's columns: a heading and the run whose committed results it quotes."""
 GROUPS = {
     "business pages, `key` mIoU": "kind: key",
     "business pages, `field` mIoU": "kind: field",
@@ -46,6 +52,30 @@ def table(results: Path, run: str = RUN) -> str:
     return "\n".join(lines)
 
 
+def longer_table(results: Path, runs: dict[str, str] = LONGER) -> str:
+    """Runs side by side as users get their answers: business and real pages through ``docjepa predict``
+    (``auto`` under each run's calibration), other generators' invoices through ``docjepa extract`` (the word
+    span, ``RUN-words.json``) per field."""
+    business = {k: json.loads((results / f"business/{r}.json").read_text())["scores"] for k, r in runs.items()}
+    real = json.loads((results / "business/real.json").read_text())["models"]
+    foreign = {
+        k: json.loads((results / f"foreign/{r}-words.json").read_text())["scores"]["by_generator"]["all"]
+        for k, r in runs.items()
+    }
+    lines = ["| | " + " | ".join(runs) + " |", "|---" * (len(runs) + 1) + "|"]
+    for name, group in GROUPS.items():
+        lines.append(f"| {name} | " + " | ".join(f"{business[k][group]['model mIoU']:.3f}" for k in runs) + " |")
+    lines.append("| business pages, exact answers | " + " | ".join(
+        f"{business[k]['all']['model exact']:.0%}".replace("%", " %") for k in runs) + " |")  # fmt: skip
+    lines.append("| real pages (structure questions), mIoU | " + " | ".join(
+        f"{real[r]['mIoU']:.3f}" for r in runs.values()) + " |")  # fmt: skip
+    for field in ["all", *sorted(f for f in foreign[next(iter(runs))] if f != "all")]:
+        cells = " | ".join(f"{foreign[k][field]['model exact']:.0%}".replace("%", " %") for k in runs)
+        label = "all fields" if field == "all" else field
+        lines.append(f"| other generators' invoices, exact: {label} | {cells} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> str:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--results", type=Path, default=Path("benchmarks/results/docjepa"))
@@ -57,6 +87,8 @@ def main(argv: list[str] | None = None) -> str:
 
     for doc in args.markdown:
         fill_section(doc, START, END, text)
+        if args.run == RUN:
+            fill_section(doc, LONGER_START, LONGER_END, longer_table(args.results))
     print(text)
     return text
 

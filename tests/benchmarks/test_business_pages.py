@@ -55,6 +55,22 @@ def test_groups_and_rates():
     assert s["families and languages trained on"]["questions"] == 2 and s["kind: field"]["model exact"] == 0.0
 
 
+def test_each_question_counts_in_what_it_asks_for():
+    from docjepa.data.synth.business import BY_LABEL, NAMES, PARTIES, QUESTIONS
+    from docjepa.data.synth.phrasings import EXTRA
+
+    fields = bp.field_names()
+    assert fields[QUESTIONS["due date"][1]] == "value: due date" and fields[NAMES["seller"][0]] == "name: seller"
+    assert fields[PARTIES["buyer"][0]] == "block: buyer" and fields[BY_LABEL[0]] == "by label"
+    extra = EXTRA[QUESTIONS["number"][0]]
+    assert extra and all(fields[t] == "value: number" for t in extra)
+    row = {"layout": "business/right/de", "kind": "key", "iou": 0.5, "baseline_iou": 0.0, "anls": 1.0}
+    rows = [row | {"template": NAMES["buyer"][2]}, row | {"template": "Some other question?", "iou": 0.0}]
+    s = bp.summarise(rows)
+    assert s["asks name: buyer"]["questions"] == 1 and s["asks name: buyer"]["model mIoU"] == 0.5
+    assert s["all"]["questions"] == 2 and not any(k.startswith("asks") and k != "asks name: buyer" for k in s)
+
+
 def test_the_continued_run_table_is_the_committed_runs():
     """The shipped / continued / joint-reader / real-mix / wider-grammar (500 and 1,000 steps) table of
     docs/docjepa-extract.md quotes the thirteen committed JSON files."""
@@ -127,3 +143,24 @@ def test_the_path_model_table_is_the_committed_runs():
     business = json.loads((res / f"business/{pm.RUN}.json").read_text())
     calibration = json.loads((res / f"business/{pm.RUN}-calibration.json").read_text())["answer_paths"]
     assert business["words_threshold"] == calibration["words_threshold"] and calibration["path_model"] is not None
+
+
+def test_the_longer_training_and_field_tables_are_the_committed_runs():
+    """docs/docjepa-extract.md's longer-training table quotes each run's committed JSON files (each run's business
+    answers under its own calibration), and every business question counts in what it asks for."""
+    import path_model_table as pm
+
+    res = ROOT / "benchmarks/results/docjepa"
+    text = (ROOT / "docs/docjepa-extract.md").read_text()
+    longer = text.split(pm.LONGER_START, 1)[1].split(pm.LONGER_END, 1)[0].strip()
+    assert longer == pm.longer_table(res)
+    everything = next(line for line in longer.splitlines() if "all business questions, mIoU" in line)
+    for i, run in enumerate(pm.LONGER.values()):
+        business = json.loads((res / f"business/{run}.json").read_text())
+        calibration = json.loads((res / f"business/{run}-calibration.json").read_text())["answer_paths"]
+        assert business["words_threshold"] == calibration["words_threshold"]
+        assert everything.split("|")[2 + i].strip() == f"{business['scores']['all']['model mIoU']:.3f}"
+    scores = json.loads((res / f"business/{pm.LONGER['2,000 steps']}.json").read_text())["scores"]
+    asked = [k for k in scores if k.startswith("asks ")]
+    assert "asks name: seller" in asked and "asks value: total" in asked
+    assert sum(scores[k]["questions"] for k in asked) == scores["all"]["questions"]
