@@ -54,10 +54,11 @@ def summarise(rows: list[dict]) -> dict:
             f = out[key]
             f["questions"] += 1
             f[r["sort"]] += 1
-            if key != "all" and r["sort"] != "exact":
-                f["examples"].setdefault(r["sort"], [])
-                if len(f["examples"][r["sort"]]) < EXAMPLES:
-                    f["examples"][r["sort"]].append({"truth": r["truth"], "answer": r["answer"]})
+            if key == "all" or r["sort"] == "exact":
+                continue
+            examples = f["examples"].setdefault(r["sort"], [])
+            if len(examples) < EXAMPLES:
+                examples.append({"truth": r["truth"], "answer": r["answer"]})
     return {k: out[k] for k in sorted(out)}
 
 

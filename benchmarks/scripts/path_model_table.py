@@ -47,7 +47,7 @@ def table(results: Path, run: str = RUN) -> str:
         lines.append(f"| {name} | {g['mask mIoU']:.3f} | {g['words mIoU']:.3f} | {g['model mIoU']:.3f} |")
     mask, auto = real[f"{run}-mask"]["mIoU"], real[run]["mIoU"]
     lines.append(f"| real pages (structure questions), mIoU | {mask:.3f} | – | {auto:.3f} |")
-    pct = {k: f"{v['model exact']:.0%}".replace("%", " %") for k, v in foreign.items()}
+    pct = {k: _pct(v["model exact"]) for k, v in foreign.items()}
     lines.append(f"| other generators' invoices, exact answers | – | {pct['words']} | {pct['auto']} |")
     return "\n".join(lines)
 
@@ -62,18 +62,19 @@ def longer_table(results: Path, runs: dict[str, str] = LONGER) -> str:
         k: json.loads((results / f"foreign/{r}-words.json").read_text())["scores"]["by_generator"]["all"]
         for k, r in runs.items()
     }
-    lines = ["| | " + " | ".join(runs) + " |", "|---" * (len(runs) + 1) + "|"]
-    for name, group in GROUPS.items():
-        lines.append(f"| {name} | " + " | ".join(f"{business[k][group]['model mIoU']:.3f}" for k in runs) + " |")
-    lines.append("| business pages, exact answers | " + " | ".join(
-        f"{business[k]['all']['model exact']:.0%}".replace("%", " %") for k in runs) + " |")  # fmt: skip
-    lines.append("| real pages (structure questions), mIoU | " + " | ".join(
-        f"{real[r]['mIoU']:.3f}" for r in runs.values()) + " |")  # fmt: skip
+    rows = {name: [f"{business[k][group]['model mIoU']:.3f}" for k in runs] for name, group in GROUPS.items()}
+    rows["business pages, exact answers"] = [_pct(business[k]["all"]["model exact"]) for k in runs]
+    rows["real pages (structure questions), mIoU"] = [f"{real[r]['mIoU']:.3f}" for r in runs.values()]
     for field in ["all", *sorted(f for f in foreign[next(iter(runs))] if f != "all")]:
-        cells = " | ".join(f"{foreign[k][field]['model exact']:.0%}".replace("%", " %") for k in runs)
         label = "all fields" if field == "all" else field
-        lines.append(f"| other generators' invoices, exact: {label} | {cells} |")
-    return "\n".join(lines)
+        rows[f"other generators' invoices, exact: {label}"] = [_pct(foreign[k][field]["model exact"]) for k in runs]
+    lines = ["| | " + " | ".join(runs) + " |", "|---" * (len(runs) + 1) + "|"]
+    return "\n".join(lines + [f"| {name} | " + " | ".join(cells) + " |" for name, cells in rows.items()])
+
+
+def _pct(share: float) -> str:
+    """A share as the docs' tables write it: ``58 %``."""
+    return f"{share:.0%}".replace("%", " %")
 
 
 def main(argv: list[str] | None = None) -> str:
@@ -87,8 +88,7 @@ def main(argv: list[str] | None = None) -> str:
 
     for doc in args.markdown:
         fill_section(doc, START, END, text)
-        if args.run == RUN:
-            fill_section(doc, LONGER_START, LONGER_END, longer_table(args.results))
+        fill_section(doc, LONGER_START, LONGER_END, longer_table(args.results))
     print(text)
     return text
 
