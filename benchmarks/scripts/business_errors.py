@@ -84,6 +84,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--markdown", type=Path, action="append", default=[])
+    ap.add_argument("--answer-path", default=None, help="words, mask or auto (default: the predictor's, auto)")
     args = ap.parse_args(argv)
     import torch
     from business_pages import field_names
@@ -92,7 +93,8 @@ def main(argv: list[str] | None = None) -> dict:
     from docjepa.inference.predictor import DocumentPredictor
 
     torch.set_num_threads(args.threads)
-    predictor = DocumentPredictor.from_pretrained(None if args.checkpoint == "shipped" else args.checkpoint)
+    path = {"answer_path": args.answer_path} if args.answer_path else {}
+    predictor = DocumentPredictor.from_pretrained(None if args.checkpoint == "shipped" else args.checkpoint, **path)
     fields, dataset, rows = field_names(), DocumentDataset(args.data), []
     pages = min(args.pages, len(dataset))
     for i in range(pages):

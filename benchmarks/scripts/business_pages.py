@@ -172,6 +172,7 @@ def main(argv: list[str] | None = None) -> dict:
         "model": args.checkpoint,
         "pages": result["pages"],
         "words_threshold": getattr(predictor.policy.calibration, "words_threshold", None),
+        "span_logit": predictor.policy.span_threshold,
         "scores": summarise(rows),
         "question_ms": question_cost(predictor, args.data, args.timed_pages),
     }

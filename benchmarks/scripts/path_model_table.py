@@ -10,7 +10,10 @@ RUN after) and other generators' invoices (``foreign/RUN-words.json`` with ``--a
 ``foreign/RUN.json`` with ``auto``). "–": not measured for that path.
 
 The same command fills the longer-training table (:func:`longer_table`): the run of 1,000 steps beside the same
-run continued for 1,000 more, each as ``predict`` and ``extract`` answer.
+run continued for 1,000 more, each as ``predict`` and ``extract`` answer; and the token-loss table
+(:func:`balanced_table`): that continuation beside the same one trained with the balanced token loss, with each
+run's span threshold (chosen by ``docjepa calibrate``) and how its value and name answers go wrong
+(``business/RUN-errors.json``, from ``business_errors.py``).
 """
 
 from __future__ import annotations
@@ -24,6 +27,9 @@ LONGER_START, LONGER_END = "<!-- longer-training:start -->", "<!-- longer-traini
 RUN = "wider-1000-path-model"
 LONGER = {"1,000 steps": RUN, "2,000 steps": "wider-2000c"}
 """The longer-training table's columns: a heading and the run whose committed results it quotes."""
+BALANCED_START, BALANCED_END = "<!-- balanced-loss:start -->", "<!-- balanced-loss:end -->"
+BALANCED = {"mean token loss": "wider-2000c", "balanced token loss": "wider-2000c-balanced"}
+"""The token-loss table's columns, as :data:`LONGER`."""
 GROUPS = {
     "business pages, `key` mIoU": "kind: key",
     "business pages, `field` mIoU": "kind: field",
@@ -72,6 +78,31 @@ def longer_table(results: Path, runs: dict[str, str] = LONGER) -> str:
     return "\n".join(lines + [f"| {name} | " + " | ".join(cells) + " |" for name, cells in rows.items()])
 
 
+def balanced_table(results: Path, runs: dict[str, str] = BALANCED) -> str:
+    """:func:`longer_table` for ``runs``, headed by each run's span threshold (its calibration report) and how its
+    answers to value and name questions go wrong (its ``-errors.json``: all of them, and the totals)."""
+    head, rule, *rows = longer_table(results, runs).splitlines()
+    span = [json.loads((results / f"business/{r}-calibration.json").read_text())["word_span"] for r in runs.values()]
+    errors = [json.loads((results / f"business/{r}-errors.json").read_text())["fields"] for r in runs.values()]
+    sorts = ("exact", "runs on", "cut short", "another")
+
+    def shares(field: dict) -> str:
+        return " / ".join(f"{field[s] / field['questions']:.0%}".replace("%", "") for s in sorts) + " %"
+
+    pages = {json.loads((results / f"business/{r}-errors.json").read_text())["pages"] for r in runs.values()}
+    thresholds = [f"{s['span_logit']:g}".replace("-", "−") for s in span]
+    first = [
+        "| span threshold (`docjepa calibrate`) | " + " | ".join(thresholds) + " |",
+        f"| value and name answers ({min(pages)} pages): {' / '.join(sorts)} | "
+        + " | ".join(shares(e["all"]) for e in errors)
+        + " |",
+        f"| totals ({min(pages)} pages): {' / '.join(sorts)} | "
+        + " | ".join(shares(e["value: total"]) for e in errors)
+        + " |",
+    ]
+    return "\n".join([head, rule, *first, *rows])
+
+
 def _pct(share: float) -> str:
     """A share as the docs' tables write it: ``58 %``."""
     return f"{share:.0%}".replace("%", " %")
@@ -89,6 +120,7 @@ def main(argv: list[str] | None = None) -> str:
     for doc in args.markdown:
         fill_section(doc, START, END, text)
         fill_section(doc, LONGER_START, LONGER_END, longer_table(args.results))
+        fill_section(doc, BALANCED_START, BALANCED_END, balanced_table(args.results))
     print(text)
     return text
 

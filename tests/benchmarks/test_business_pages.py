@@ -164,3 +164,21 @@ def test_the_longer_training_and_field_tables_are_the_committed_runs():
     asked = [k for k in scores if k.startswith("asks ")]
     assert "asks name: seller" in asked and "asks value: total" in asked
     assert sum(scores[k]["questions"] for k in asked) == scores["all"]["questions"]
+
+
+def test_the_token_loss_table_is_the_committed_runs():
+    """docs/docjepa-extract.md's token-loss table quotes each run's committed JSON files, each run scored with the
+    span threshold and path threshold its own calibration chose."""
+    import path_model_table as pm
+
+    res = ROOT / "benchmarks/results/docjepa"
+    text = (ROOT / "docs/docjepa-extract.md").read_text()
+    assert text.split(pm.BALANCED_START, 1)[1].split(pm.BALANCED_END, 1)[0].strip() == pm.balanced_table(res)
+    for run in pm.BALANCED.values():
+        calibration = json.loads((res / f"business/{run}-calibration.json").read_text())
+        for scored in (res / f"business/{run}.json", res / f"foreign/{run}-words.json", res / f"foreign/{run}.json"):
+            assert json.loads(scored.read_text())["span_logit"] == calibration["word_span"]["span_logit"], scored
+        business = json.loads((res / f"business/{run}.json").read_text())
+        assert business["words_threshold"] == calibration["answer_paths"]["words_threshold"]
+        errors = json.loads((res / f"business/{run}-errors.json").read_text())["fields"]["all"]
+        assert sum(errors[s] for s in ("exact", "runs on", "cut short", "another")) == errors["questions"]

@@ -16,6 +16,9 @@ from .evaluate import evaluate
 WORDS_GRID = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.01)
 """Thresholds of ``answer_path="auto"`` tried on a row's ``path_score`` (the path model's estimate, else the word
 decoder's confidence; 0: always words; above 1: never)."""
+SPAN_GRID = (-6.0, -5.0, -4.0, -3.0, -2.0, -1.0, 0.0, 1.0)
+"""Span thresholds (the word decoder's logit above which a touching word joins a word span) tried by
+:func:`fit_span_logit`."""
 
 
 def per_kind_miou(rows: list[dict], pick) -> float:
@@ -59,6 +62,32 @@ def fit_words_threshold(rows: list[dict]) -> tuple[float, dict[float, float]]:
     return best, by
 
 
+def fit_span_logit(rows: list[dict]) -> tuple[float | None, dict[float, float]]:
+    """The threshold of the rows' ``spans`` (as ``evaluate(span_logits=...)`` gives them) whose word spans score the
+    best per-kind mIoU, the mean over calibration sets (each set weighing alike; ties: the threshold nearer to
+    :data:`~docjepa.inference.word_answer.WORD_LOGIT`), and the rows' word-path IoU and path features set to those
+    under it, so that the path model is fitted on the spans the model will answer with. Returns it (None: no row has
+    spans, rows left as they are) and the mean mIoU at each threshold."""
+    from ..inference.word_answer import WORD_LOGIT
+
+    spanned = [r for r in rows if r.get("spans")]
+    if not spanned:
+        return None, {}
+    sets: dict[str, list[dict]] = defaultdict(list)
+    for r in spanned:
+        sets[r.get("set", "")].append(r)
+    grid = list(spanned[0]["spans"])
+    by = {
+        t: float(np.mean([per_kind_miou(rs, lambda r, t=t: r["spans"][t]["words"]) for rs in sets.values()]))
+        for t in grid
+    }
+    best = max(grid, key=lambda t: (round(by[t], 6), -abs(t - WORD_LOGIT)))
+    for r in spanned:
+        r["paths"] = r["paths"] | {"words": r["spans"][best]["words"]}
+        r["path_features"] = r["spans"][best]["path_features"]
+    return best, by
+
+
 def balance(rows: list[dict]) -> np.ndarray:
     """Each row's weight in the per-kind mIoU of its set, the sets weighing alike (a row's ``set``, "" when
     untagged): 1 / (rows of its kind in its set × kinds in its set × sets), so that a set or kind of few questions
@@ -87,12 +116,18 @@ def fit_paths(rows: list[dict]) -> PathModel | None:
     return model
 
 
-def calibration_rows(predictor, data: list[Path], progress: bool = True) -> list[dict]:
+def calibration_rows(
+    predictor, data: list[Path], progress: bool = True, span_logits: tuple[float, ...] = ()
+) -> list[dict]:
     """Every question of each folder of ``data``, scored by ``predictor`` with both answer paths
-    (``evaluate(keep_rows=True)``), each row tagged with its folder as ``set``."""
+    (``evaluate(keep_rows=True)``, the word span also under each threshold of ``span_logits``), each row tagged
+    with its folder as ``set``."""
     rows: list[dict] = []
     for folder in data:
-        res = evaluate(predictor, [folder], SplitConfig([], 0), part="all", progress=progress, keep_rows=True)
+        part = SplitConfig([], 0)
+        res = evaluate(
+            predictor, [folder], part, part="all", progress=progress, keep_rows=True, span_logits=span_logits
+        )
         rows += [r | {"set": str(folder)} for r in res["rows"]]
     return rows
 
@@ -105,7 +140,8 @@ def calibrate(
     its word span answers (a path model of when it beats the mask, :func:`fit_paths`, and the threshold on its
     estimate, :func:`fit_words_threshold`) with a map from the word decoder's confidence to the word answer's IoU;
     write ``calibration.json`` beside the model's weights (unless ``write`` is False), and return the maps with the
-    reliability of the scores before and after on that data."""
+    reliability of the scores before and after on that data. The word span's threshold (:func:`fit_span_logit`) is
+    chosen first, and the rest fitted on the spans it gives."""
     from ..inference.predictor import DocumentPredictor
     from ..modeling.files import SEGMENTATION, require_model
 
@@ -113,7 +149,7 @@ def calibrate(
         raise ValueError(f"threshold must lie in (0, 1), got {threshold}")
     predictor = DocumentPredictor.from_pretrained(checkpoint)
     predictor.policy.calibration = None  # fit on raw scores, whatever the model holds now
-    rows = calibration_rows(predictor, data, progress)
+    rows = calibration_rows(predictor, data, progress, SPAN_GRID)
     scores = np.array([r["score"] for r in rows])
     ious = np.array([r["iou"] for r in rows])
     cal = Calibration.fit(scores, ious, threshold, data=[str(d) for d in data])
@@ -125,6 +161,8 @@ def calibrate(
         "calibration": {"knots": cal.knots, "values": cal.values, "threshold": threshold},
     }
     if words.any():  # the model has a word decoder: fit when its span answers, and what IoU it reaches then
+        cal.span_logit, by_span = fit_span_logit(rows)
+        out["word_span"] = {"span_logit": cal.span_logit, "words_mIoU_by_span_logit": by_span}
         cal.path_model = fit_paths(rows)
         cal.words_threshold, by = fit_words_threshold(rows)
         knots, values = isotonic(words, np.array([r["paths"]["words"] for r in rows]))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -82,6 +83,7 @@ def evaluate(
     progress: bool = True,
     keep_examples: int = 0,
     keep_rows: bool = False,
+    span_logits: tuple[float, ...] = (),
 ) -> dict:
     """Scores of the model (its answer as the predictor gives it: the top-scored non-empty mask, snapped to the OCR
     words when the predictor snaps, or the word span; see ``DocumentPredictor.answer_path``), of each answer path
@@ -91,7 +93,8 @@ def evaluate(
 
     With ``keep_examples`` > 0 the first few predictions are returned too (for the demo report); with ``keep_rows``
     one row per question (kind, the chosen candidate's predicted IoU, the model's IoU, the baseline's IoU), for
-    calibration and reliability diagrams.
+    calibration and reliability diagrams; each row also keeps, for every span threshold of ``span_logits``, the IoU
+    of the word span under it and its path features (``spans``), from which ``docjepa calibrate`` chooses one.
     """
     pairs, by_page = questions_by_page(roots, split, part, limit)
     pages = DocumentDataset(list(roots))
@@ -135,6 +138,7 @@ def evaluate(
                 rows[-1]["words_confidence"] = reading.words_confidence or 0.0
                 if reading.path_features is not None:
                     rows[-1]["path_features"] = reading.path_features.tolist()
+                    rows[-1]["spans"] = _spans(predictor, decoded, best, answers, span_logits)
             if len(examples) < keep_examples:
                 examples.append(_example(page, question, pred, bmask, answers, frame))
             bar.update(1)
@@ -155,6 +159,16 @@ def evaluate(
     if keep_rows:
         result["rows"] = rows
     return result
+
+
+def _spans(predictor, decoded, best: int, answers: list[np.ndarray], span_logits: tuple[float, ...]) -> dict:
+    """Per span threshold, the word answer's IoU and the path features of one question's answers under it."""
+    out = {}
+    for t in span_logits:
+        reading = replace(predictor.policy, span_logit=t).read(predictor.encoded, decoded)
+        inter, union = best_answer(reading.answer_mask(best, "words")[0], answers)
+        out[t] = {"words": inter / union if union else 1.0, "path_features": reading.path_features.tolist()}
+    return out
 
 
 def _row(question, score: float, model: tuple[int, int], baseline: tuple[int, int], layout: str | None) -> dict:

@@ -22,7 +22,7 @@ from .clicks import apply_clicks, boxes_mask
 from .decoded import Decoded, EncodedPage
 from .mask_choice import FULL_PAGE, SNAP_AGREEMENT, choose_mask, coverage, mask_iou, snap_to_words, words_box
 from .path_choice import path_features
-from .word_answer import choose_path, span_confidence, word_logits, word_span
+from .word_answer import WORD_LOGIT, choose_path, span_confidence, word_logits, word_span
 
 Box = tuple[float, float, float, float]
 
@@ -41,9 +41,20 @@ class AnswerPolicy:
     """Make answers agree with the clicks in the prompt (:func:`apply_clicks`; False: the model's own answer)."""
     answer_path: str = "auto"
     """``mask``, ``words`` or ``auto`` (see :data:`~docjepa.inference.answer_paths.ANSWER_PATHS`)."""
+    span_logit: float | None = None
+    """The word decoder's logit above which a word joins a word span (:func:`word_span`); None: the calibration's
+    ``span_logit`` (chosen for the model by ``docjepa calibrate``), else :data:`WORD_LOGIT`."""
 
     def __post_init__(self) -> None:
         choose_path(self.answer_path, None)  # checks the name
+
+    @property
+    def span_threshold(self) -> float:
+        """The span threshold in force: :attr:`span_logit`, the calibration's, or :data:`WORD_LOGIT`."""
+        if self.span_logit is not None:
+            return float(self.span_logit)
+        chosen = getattr(self.calibration, "span_logit", None)
+        return WORD_LOGIT if chosen is None else float(chosen)
 
     def read(self, encoded: EncodedPage, decoded: Decoded) -> Reading:
         """One decoder output on one encoded page, read under this policy."""
@@ -151,7 +162,7 @@ class Reading:
         words (a block of several lines is one region, as a snapped mask is; None, with an empty mask: no word
         logits, or no word has one)."""
         enc, size = self.encoded, self.decoded.logits.shape[-1]
-        span = [] if self.word_logits is None else word_span(self.word_logits, enc.page)
+        span = [] if self.word_logits is None else word_span(self.word_logits, enc.page, self.policy.span_threshold)
         if not span:
             return np.zeros((size, size), dtype=bool), None
         lines = [union_box([enc.page.words[i].box for i in span])]

@@ -63,6 +63,10 @@ class Calibration:
     """How likely the word span is the better answer, from both answers' features
     (:class:`~docjepa.inference.path_choice.PathModel`); None: ``words_threshold`` applies to the word decoder's
     confidence alone."""
+    span_logit: float | None = None
+    """The word decoder's logit above which a word joins the model's word span
+    (:func:`~docjepa.inference.word_answer.word_span`), chosen on the same pages before the path model; None: a
+    calibration fitted without choosing it, so :data:`~docjepa.inference.word_answer.WORD_LOGIT`."""
 
     def __call__(self, score: float | np.ndarray) -> float | np.ndarray:
         out = np.interp(score, self.knots, self.values)
@@ -106,6 +110,7 @@ class Calibration:
             d.get("words_knots", []),
             d.get("words_values", []),
             PathModel.from_dict(d["path_model"]) if d.get("path_model") else None,
+            d.get("span_logit"),
         )
 
 

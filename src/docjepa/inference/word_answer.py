@@ -3,11 +3,11 @@
 The word decoder gives every OCR token an answer logit (``SegmentationOutput.token_logits``); :func:`word_logits`
 turns them into one logit per word. A word answer (a number, a date, a name, an address block) is then the words
 that touch one another on the page around the most likely word: :func:`word_span` starts from it and takes every
-word the decoder does not rule out (:data:`WORD_LOGIT`) that sits beside a word already taken, on its line or on
-the line above or below (:func:`touching`). Touching, not reading order, joins them, so a block in one column of a
-two-column page is one answer, and an answer is never a scatter of words over the page. A region answer (a table,
-a paragraph, a checkbox) stays the mask decoder's. :func:`choose_path` decides per question which of the two is the
-answer.
+word the decoder does not rule out (the model's span threshold, by default :data:`WORD_LOGIT`) that sits beside a
+word already taken, on its line or on the line above or below (:func:`touching`). Touching, not reading order, joins
+them, so a block in one column of a two-column page is one answer, and an answer is never a scatter of words over
+the page. A region answer (a table, a paragraph, a checkbox) stays the mask decoder's. :func:`choose_path` decides
+per question which of the two is the answer.
 """
 
 from __future__ import annotations
@@ -22,9 +22,10 @@ from .answer_paths import ANSWER_PATHS
 
 WORD_LOGIT = -3.0
 """A word joins a word answer when the word decoder's logit of one of its tokens exceeds this (probability about
-0.05) and it touches a word already in the answer. Chosen on calibration pages (docs/docjepa-extract.md): a low
-bar, because touching the most likely word already says much; at 0 (probability ½) dates and amounts of several
-words were cut to one of them."""
+0.05) and it touches a word already in the answer; the default for a model whose calibration chose no threshold of
+its own (``Calibration.span_logit``, chosen by ``docjepa calibrate``). Chosen on calibration pages
+(docs/docjepa-extract.md): a low bar, because touching the most likely word already says much; at 0 (probability
+½) dates and amounts of several words were cut to one of them."""
 ROW_GAP = 3.0
 """Two words on one line touch when the gap between them is at most this many word heights."""
 LINE_GAP = 1.0

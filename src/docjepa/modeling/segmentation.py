@@ -250,9 +250,11 @@ class DocJepaForSegmentation(DocJepaPreTrainedModel):
         clicks: int = 0,
         click_share: float = 0.0,
         word_loss: float = 0.0,
+        token_loss: str = "mean",
     ) -> dict[str, Tensor]:
         """Training step on a ``SegmentCollator`` batch: SAM's loss against ``batch["target"]`` (B, 1, M, M), plus
-        binary cross-entropy of the word decoder's token logits (tokens inside the answer vs the rest), plus
+        binary cross-entropy of the word decoder's token logits (tokens inside the answer vs the rest: their mean
+        over all tokens for ``token_loss="mean"``, :func:`balanced_token_loss` for ``"balanced"``), plus
         ``word_loss`` × :func:`word_choice_loss` (the page's most likely token should be one of the answer's).
 
         ``clicks`` > 0 adds simulated interaction (as SAM's training): for ``click_share`` of the examples, up to
@@ -267,8 +269,7 @@ class DocJepaForSegmentation(DocJepaPreTrainedModel):
         out = self.decode(page, prompt, multimask=multimask)
         losses = sam_loss(out.masks, out.iou, target)
         labels = token_targets(target, batch["bbox"], batch["attention_mask"])
-        real = labels >= 0
-        tokens = F.binary_cross_entropy_with_logits(out.token_logits[real].float(), labels[real])
+        tokens = token_bce(out.token_logits, labels, token_loss)
         losses["tokens"] = tokens
         losses["loss"] = losses["loss"] + tokens
         if word_loss > 0:
@@ -312,6 +313,39 @@ class DocJepaForSegmentation(DocJepaPreTrainedModel):
             total.append(sam_loss(refined.masks, refined.iou, target[idx])["loss"])
             previous, best_iou = refined.masks.detach(), refined.iou.detach().argmax(1)
         return torch.stack(total).mean()
+
+
+TOKEN_LOSSES = ("mean", "balanced")
+"""How the word decoder's per-token binary cross-entropy is averaged (:func:`token_bce`)."""
+
+
+def token_bce(token_logits: Tensor, labels: Tensor, how: str = "mean") -> Tensor:
+    """The word decoder's binary cross-entropy, ``labels`` as :func:`token_targets` gives them (1 in the answer, 0
+    outside, −1 padding): ``mean`` over every real token of the batch, or ``balanced``
+    (:func:`balanced_token_loss`)."""
+    if how == "balanced":
+        return balanced_token_loss(token_logits, labels)
+    if how != "mean":
+        raise ValueError(f"unknown token loss {how!r}; choose one of {', '.join(TOKEN_LOSSES)}")
+    real = labels >= 0
+    return F.binary_cross_entropy_with_logits(token_logits[real].float(), labels[real].float())
+
+
+def balanced_token_loss(token_logits: Tensor, labels: Tensor) -> Tensor:
+    """Per question, half the mean binary cross-entropy over the answer's tokens and half over the page's other
+    tokens (over all its tokens alike when the answer holds none); the mean over questions. The plain mean weighs
+    an answer's few tokens as one page's hundreds of others, so an answer's weaker words and their neighbours end
+    with close logits and a span threshold cuts values short or runs them on (docs/docjepa-extract.md)."""
+    x = token_logits.float()
+    bce = F.binary_cross_entropy_with_logits(x, labels.clamp(min=0).to(x.dtype), reduction="none")
+    real = labels >= 0
+    pos = real & (labels > 0.5)
+    neg = real & ~pos
+    n_pos, n_neg = pos.sum(1), neg.sum(1)
+    pos_mean = (bce * pos).sum(1) / n_pos.clamp(min=1)
+    neg_mean = (bce * neg).sum(1) / n_neg.clamp(min=1)
+    all_mean = (bce * real).sum(1) / real.sum(1).clamp(min=1)
+    return torch.where(n_pos > 0, 0.5 * pos_mean + 0.5 * neg_mean, all_mean).mean()
 
 
 def word_choice_loss(token_logits: Tensor, labels: Tensor) -> Tensor | None:

@@ -21,7 +21,7 @@ from ..modeling import DocJepaConfig, build_config
 from ..modeling.build import special_ids
 from ..modeling.files import BACKBONE, PRETRAINING, SEGMENTATION, require_model, resolve_model_dir
 from ..modeling.prompt_encoder import tower_spec
-from ..modeling.segmentation import DocJepaForSegmentation
+from ..modeling.segmentation import TOKEN_LOSSES, DocJepaForSegmentation
 from ..modeling.sentence_encoder import resolve_tower
 from .data import EpochDataset
 from .distributed import DistConfig
@@ -120,6 +120,11 @@ class FinetuneConfig:
     """Weight of the word-choice loss (``segmentation.word_choice_loss``: the page's most likely token should be an
     answer token) added to the per-token binary cross-entropy (0: none). 1 found more page numbers and versions on
     the real pages than 0, on two seeds (docs/docjepa-real.md, "Word answers")."""
+    token_loss: str = "mean"
+    """How the word decoder's per-token binary cross-entropy is averaged: ``mean`` over every token of the batch,
+    or ``balanced`` (per question, half over the answer's tokens and half over the others:
+    ``segmentation.balanced_token_loss``), which reads values whole more often (docs/docjepa-extract.md, "A
+    balanced word loss")."""
     ablation: FinetuneAblations = field(default_factory=FinetuneAblations)
     """Switches measured worse than the defaults (see :class:`FinetuneAblations`)."""
 
@@ -128,6 +133,8 @@ class FinetuneConfig:
             raise ConfigError(f"clicks must be 0 or more, got {self.clicks!r}")
         if not self.word_loss >= 0.0:
             raise ConfigError(f"word_loss must be 0 or more, got {self.word_loss!r}")
+        if self.token_loss not in TOKEN_LOSSES:
+            raise ConfigError(f"token_loss must be one of {', '.join(TOKEN_LOSSES)}, got {self.token_loss!r}")
         if not 0.0 <= self.click_share <= 1.0:
             raise ConfigError(f"click_share must lie in [0, 1], got {self.click_share!r}")
 
@@ -290,7 +297,12 @@ class FinetuneTask(Task):
     def compute(self, model: nn.Module, batch: dict) -> dict:
         cfg = self.cfg
         return model(
-            batch, multimask=cfg.multimask, clicks=cfg.clicks, click_share=cfg.click_share, word_loss=cfg.word_loss
+            batch,
+            multimask=cfg.multimask,
+            clicks=cfg.clicks,
+            click_share=cfg.click_share,
+            word_loss=cfg.word_loss,
+            token_loss=cfg.token_loss,
         )
 
     def save_extra(self, model_dir: Path) -> None:

@@ -1,4 +1,5 @@
-"""The answer-path threshold fitted on calibration pages (``docjepa.eval.calibrate.fit_words_threshold``)."""
+"""What ``docjepa calibrate`` fits on calibration pages: the word span's threshold (``fit_span_logit``), the path
+model (``fit_paths``) and the answer-path threshold (``fit_words_threshold``)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import random
 
 import pytest
 
-from docjepa.eval.calibrate import WORDS_GRID, fit_paths, fit_words_threshold
+from docjepa.eval.calibrate import WORDS_GRID, fit_paths, fit_span_logit, fit_words_threshold
 
 
 def _rows(set_name: str, kinds: list[str], mask: float, words: float, conf: float, n: int, rng) -> list[dict]:
@@ -85,3 +86,36 @@ def test_the_path_model_chooses_where_the_confidence_cannot():
     assert by[best] == pytest.approx(0.9)  # each kind its better answer
     ties = [r | {"paths": {"mask": 0.5, "words": 0.5}} for r in rows]
     assert fit_paths([{k: v for k, v in r.items() if k != "path_score"} for r in ties]) is None
+
+
+def _spanned(set_name: str, kind: str, best: float, n: int, rng) -> list[dict]:
+    """``n`` rows whose word spans score 0.9 at threshold ``best`` and less the farther from it."""
+    out = []
+    for _ in range(n):
+        spans = {t: {"words": 0.9 - 0.1 * abs(t - best) + rng.uniform(-0.01, 0.01), "path_features": [t] * 6}
+                 for t in (-5.0, -3.0, -1.0, 1.0)}  # fmt: skip
+        out.append({"kind": kind, "set": set_name, "paths": {"mask": 0.5, "words": 0.0}, "spans": spans})
+    return out
+
+
+def test_the_span_threshold_is_the_best_over_sets_and_the_rows_take_its_spans():
+    rng = random.Random(4)
+    # Values read best at −1 on one set; the other set, of more questions, reads alike at −3 and −1: each set and
+    # kind weighs alike, so −1 wins though more rows prefer −3 a little.
+    rows = _spanned("values", "key", -1.0, 5, rng)
+    rows += [r for kind in ("a", "b", "c") for r in _spanned("forms", kind, -2.0, 20, rng)]
+    best, by = fit_span_logit(rows)
+    assert best == -1.0 and by[-1.0] == max(by.values()) and set(by) == {-5.0, -3.0, -1.0, 1.0}
+    assert all(r["paths"]["words"] == r["spans"][-1.0]["words"] for r in rows)
+    assert all(r["path_features"] == [-1.0] * 6 and r["paths"]["mask"] == 0.5 for r in rows)
+    assert fit_paths(rows) is not None  # fitted on the chosen spans' IoUs and features
+
+
+def test_a_span_threshold_tie_keeps_the_default_and_rows_without_spans_are_left():
+    flat = [{"kind": "key", "paths": {"mask": 0.5, "words": 0.3},
+             "spans": {t: {"words": 0.6, "path_features": [t] * 6} for t in (-6.0, -4.0, -2.0, 0.0)}}]  # fmt: skip
+    assert fit_span_logit(flat)[0] in (-4.0, -2.0)  # both 1 from the default, −3: the first of the tie
+    flat[0]["spans"][-3.0] = {"words": 0.6, "path_features": [0.0] * 6}
+    assert fit_span_logit(flat)[0] == -3.0
+    bare = [{"kind": "key", "paths": {"mask": 0.5, "words": 0.3}}]
+    assert fit_span_logit(bare) == (None, {}) and bare[0]["paths"]["words"] == 0.3

@@ -10,7 +10,7 @@ from docjepa.data.record import union_box, words_under
 from docjepa.data.shards import DocumentDataset
 from docjepa.inference import answer_policy
 from docjepa.inference.calibration import Calibration
-from docjepa.inference.predictor import AnswerPolicy, Decoded, DocumentPredictor
+from docjepa.inference.predictor import AnswerPolicy, Decoded, DocumentPredictor, word_span
 from docjepa.modeling import build_config
 from docjepa.modeling.segmentation import DocJepaForSegmentation
 
@@ -87,6 +87,27 @@ def test_reading_with_another_policy_changes_only_what_the_policy_says(predictor
     expected = (decoded.logits[raw.chosen] > 0).numpy() & predictor.encoded.frame.region()
     if expected.sum() < 0.9 * predictor.encoded.frame.region().sum():
         np.testing.assert_array_equal(mask, expected)
+
+
+def test_the_word_span_grows_as_its_threshold_falls(predictor):
+    """The span threshold in force is the policy's own, else the calibration's, else WORD_LOGIT; a lower one takes
+    every word the higher one takes, and more."""
+    from docjepa.inference.word_answer import WORD_LOGIT
+
+    policy = predictor.policy
+    assert policy.span_threshold == WORD_LOGIT
+    policy.calibration = Calibration([0.0, 1.0], [0.0, 1.0], span_logit=-1.0)
+    assert policy.span_threshold == -1.0
+    decoded = predictor.decode(predictor.page.questions[0].text)
+    logits = predictor.read(decoded).word_logits
+    spans = {}
+    for t in (1e9, float(logits.median()), -1e9):  # the best word alone; some; every word touching through others
+        reading = AnswerPolicy(span_logit=t).read(predictor.encoded, decoded)
+        assert reading.policy.span_threshold == t
+        spans[t] = word_span(logits, predictor.page, t)
+        assert reading.word_answer[1] == [union_box([predictor.page.words[i].box for i in spans[t]])]
+    first, middle, every = (set(v) for v in spans.values())
+    assert first == {int(logits.argmax())} and first <= middle <= every and len(every) > 1
 
 
 def test_an_uncalibrated_answer_has_no_confidence_and_a_calibrated_one_uses_the_map(predictor):

@@ -16,7 +16,7 @@ from docjepa.data.shards import DocumentDataset
 from docjepa.data.split import SplitConfig, question_pairs
 from docjepa.modeling import build_config
 from docjepa.modeling.mask_decoder import dice_loss, focal_loss, mask_iou, sam_loss, tokens_inside, word_cover
-from docjepa.modeling.segmentation import DocJepaForSegmentation, word_choice_loss
+from docjepa.modeling.segmentation import DocJepaForSegmentation, balanced_token_loss, token_bce, word_choice_loss
 from tests.helpers import seg_batch, tiny_bert_folder
 
 
@@ -80,6 +80,58 @@ def test_word_choice_loss_against_float64_reference(gen):
     word_choice_loss(x, labels).backward()
     assert (x.grad[0, [0, 3]] < 0).all() and (x.grad[0, [1, 2, 4, 5, 6]] > 0).all()
     assert (x.grad[1] == 0).all() and (x.grad[:, -2:] == 0).all()
+
+
+def test_balanced_token_loss_against_float64_reference(gen):
+    logits = torch.randn(4, 11, generator=gen, dtype=torch.float64)
+    labels = (torch.rand(4, 11, generator=gen) > 0.8).double()
+    labels[:, -3:] = -1.0  # padding
+    labels[1, :8] = 0.0  # no answer token: the plain mean over its tokens
+    labels[0, :8] = torch.tensor([1.0, 0, 0, 0, 0, 0, 0, 0], dtype=torch.float64)
+    expected = []
+    for row, lab in zip(logits, labels):
+        p = row.sigmoid()
+        ce = -(lab * p.log() + (1 - lab) * (1 - p).log())
+        pos, neg = lab == 1, lab == 0
+        expected.append(0.5 * ce[pos].mean() + 0.5 * ce[neg].mean() if pos.any() else ce[pos | neg].mean())
+    got = balanced_token_loss(logits, labels)
+    torch.testing.assert_close(got, torch.stack(expected).mean().float())
+    # One answer token among seven others weighs as much as all of them together; the plain mean weighs it 1/8.
+    x = logits.clone().float().requires_grad_(True)
+    balanced_token_loss(x[:1], labels[:1]).backward()
+    g = x.grad[0]
+    assert g[0] < 0 and (g[1:8] > 0).all() and (g[-3:] == 0).all()
+    torch.testing.assert_close(g[0].abs() / (1 - logits[0, 0].sigmoid()).float(), torch.tensor(0.5))
+    torch.testing.assert_close(token_bce(logits, labels, "balanced"), got)
+    real = labels >= 0
+    mean = torch.nn.functional.binary_cross_entropy_with_logits(logits[real], labels[real]).float()
+    torch.testing.assert_close(token_bce(logits, labels), mean)
+    assert not torch.allclose(mean, got)
+    with pytest.raises(ValueError, match="unknown token loss 'sum'"):
+        token_bce(logits, labels, "sum")
+
+
+def test_forward_averages_the_token_loss_as_asked(docs, tok):
+    from docjepa.core.errors import ConfigError
+    from docjepa.modeling.segmentation import token_targets
+    from docjepa.train.finetune import FinetuneConfig
+
+    torch.manual_seed(0)
+    model = DocJepaForSegmentation(build_config("tiny", len(tok))).eval()
+    b = seg_batch(docs, tok, question_pairs([docs / "d"], SplitConfig(), "all")[:3])
+    with torch.no_grad():
+        mean, balanced = (model(b, token_loss=how) for how in ("mean", "balanced"))
+        out = model.decode(
+            model.encode_image(b["pixel_values"], b["input_ids"], b["attention_mask"], b["bbox"]), b["prompt"]
+        )
+    labels = token_targets(b["target"], b["bbox"], b["attention_mask"])
+    torch.testing.assert_close(balanced["tokens"], balanced_token_loss(out.token_logits, labels))
+    torch.testing.assert_close(mean["tokens"], token_bce(out.token_logits, labels))
+    assert not torch.allclose(mean["tokens"], balanced["tokens"])
+    torch.testing.assert_close(mean["loss"] - mean["tokens"], balanced["loss"] - balanced["tokens"])
+    assert FinetuneConfig(token_loss="balanced").token_loss == "balanced"
+    with pytest.raises(ConfigError, match="token_loss must be one of mean, balanced"):
+        FinetuneConfig(token_loss="sum")
 
 
 def test_sam_loss_trains_only_the_best_mask(gen):

@@ -164,8 +164,9 @@ def _add_evaluate(sub: Any) -> None:
 def _add_calibrate(sub: Any) -> None:
     c = sub.add_parser(
         "calibrate",
-        help="fit the map from the model's predicted IoU to measured IoU on labelled pages it was not trained on "
-        "(stored as calibration.json beside its weights)",
+        help="fit the map from the model's predicted IoU to measured IoU on labelled pages it was not trained on, "
+        "and for a model with a word decoder its word span's threshold and when the span answers (stored as "
+        "calibration.json beside its weights)",
     )
     c.add_argument("--checkpoint", type=Path, required=True, help="fine-tuning run, checkpoint or model folder")
     c.add_argument("--data", type=Path, nargs="+", required=True, help="dataset folder(s) with questions")
