@@ -28,7 +28,12 @@ RUN = "wider-1000-path-model"
 LONGER = {"1,000 steps": RUN, "2,000 steps": "wider-2000c"}
 """The longer-training table's columns: a heading and the run whose committed results it quotes."""
 BALANCED_START, BALANCED_END = "<!-- balanced-loss:start -->", "<!-- balanced-loss:end -->"
-BALANCED = {"mean token loss": "wider-2000c", "balanced token loss": "wider-2000c-balanced"}
+BALANCED = {
+    "1,000 steps, mean": RUN,
+    "1,000 steps, balanced": "wider-1000-balanced",
+    "2,000 steps, mean": "wider-2000c",
+    "2,000 steps, balanced": "wider-2000c-balanced",
+}
 """The token-loss table's columns, as :data:`LONGER`."""
 GROUPS = {
     "business pages, `key` mIoU": "kind: key",
@@ -79,10 +84,14 @@ def longer_table(results: Path, runs: dict[str, str] = LONGER) -> str:
 
 
 def balanced_table(results: Path, runs: dict[str, str] = BALANCED) -> str:
-    """:func:`longer_table` for ``runs``, headed by each run's span threshold (its calibration report) and how its
-    answers to value and name questions go wrong (its ``-errors.json``: all of them, and the totals)."""
+    """:func:`longer_table` for ``runs``, headed by each run's span and path thresholds (its calibration report; a
+    calibration that chose no span threshold keeps the default), its word span's mIoU on all business questions and
+    how its answers to value and name questions go wrong (its
+    ``-errors.json``: all of them, and the totals)."""
     head, rule, *rows = longer_table(results, runs).splitlines()
-    span = [json.loads((results / f"business/{r}-calibration.json").read_text())["word_span"] for r in runs.values()]
+    span = [
+        json.loads((results / f"business/{r}-calibration.json").read_text()).get("word_span") for r in runs.values()
+    ]
     errors = [json.loads((results / f"business/{r}-errors.json").read_text())["fields"] for r in runs.values()]
     sorts = ("exact", "runs on", "cut short", "another")
 
@@ -90,9 +99,16 @@ def balanced_table(results: Path, runs: dict[str, str] = BALANCED) -> str:
         return " / ".join(f"{field[s] / field['questions']:.0%}".replace("%", "") for s in sorts) + " %"
 
     pages = {json.loads((results / f"business/{r}-errors.json").read_text())["pages"] for r in runs.values()}
-    thresholds = [f"{s['span_logit']:g}".replace("-", "−") for s in span]
+    scored = [json.loads((results / f"business/{r}.json").read_text()) for r in runs.values()]
+    thresholds = [f"{s['span_logit']:g}".replace("-", "−") if s else "−3 (default)" for s in span]
     first = [
         "| span threshold (`docjepa calibrate`) | " + " | ".join(thresholds) + " |",
+        "| path threshold of `auto` (`docjepa calibrate`) | "
+        + " | ".join(f"{b['words_threshold']:g}" for b in scored)
+        + " |",
+        "| all business questions, word span alone, mIoU | "
+        + " | ".join(f"{b['scores']['all']['words mIoU']:.3f}" for b in scored)
+        + " |",
         f"| value and name answers ({min(pages)} pages): {' / '.join(sorts)} | "
         + " | ".join(shares(e["all"]) for e in errors)
         + " |",
