@@ -22,6 +22,8 @@ import argparse
 import json
 from pathlib import Path
 
+from business_errors import SORTS
+
 START, END = "<!-- path-model:start -->", "<!-- path-model:end -->"
 LONGER_START, LONGER_END = "<!-- longer-training:start -->", "<!-- longer-training:end -->"
 RUN = "wider-1000-path-model"
@@ -86,20 +88,18 @@ def longer_table(results: Path, runs: dict[str, str] = LONGER) -> str:
 def balanced_table(results: Path, runs: dict[str, str] = BALANCED) -> str:
     """:func:`longer_table` for ``runs``, headed by each run's span and path thresholds (its calibration report; a
     calibration that chose no span threshold keeps the default), its word span's mIoU on all business questions and
-    how its answers to value and name questions go wrong (its
-    ``-errors.json``: all of them, and the totals)."""
+    how its answers to value and name questions go wrong (its ``-errors.json``: all of them, and the totals)."""
     head, rule, *rows = longer_table(results, runs).splitlines()
     span = [
         json.loads((results / f"business/{r}-calibration.json").read_text()).get("word_span") for r in runs.values()
     ]
-    errors = [json.loads((results / f"business/{r}-errors.json").read_text())["fields"] for r in runs.values()]
-    sorts = ("exact", "runs on", "cut short", "another")
+    reports = [json.loads((results / f"business/{r}-errors.json").read_text()) for r in runs.values()]
+    scored = [json.loads((results / f"business/{r}.json").read_text()) for r in runs.values()]
+    pages = min(e["pages"] for e in reports)
 
     def shares(field: dict) -> str:
-        return " / ".join(f"{field[s] / field['questions']:.0%}".replace("%", "") for s in sorts) + " %"
+        return " / ".join(f"{field[s] / field['questions']:.0%}".replace("%", "") for s in SORTS) + " %"
 
-    pages = {json.loads((results / f"business/{r}-errors.json").read_text())["pages"] for r in runs.values()}
-    scored = [json.loads((results / f"business/{r}.json").read_text()) for r in runs.values()]
     thresholds = [f"{s['span_logit']:g}".replace("-", "−") if s else "−3 (default)" for s in span]
     first = [
         "| span threshold (`docjepa calibrate`) | " + " | ".join(thresholds) + " |",
@@ -109,11 +109,11 @@ def balanced_table(results: Path, runs: dict[str, str] = BALANCED) -> str:
         "| all business questions, word span alone, mIoU | "
         + " | ".join(f"{b['scores']['all']['words mIoU']:.3f}" for b in scored)
         + " |",
-        f"| value and name answers ({min(pages)} pages): {' / '.join(sorts)} | "
-        + " | ".join(shares(e["all"]) for e in errors)
+        f"| value and name answers ({pages} pages): {' / '.join(SORTS)} | "
+        + " | ".join(shares(e["fields"]["all"]) for e in reports)
         + " |",
-        f"| totals ({min(pages)} pages): {' / '.join(sorts)} | "
-        + " | ".join(shares(e["value: total"]) for e in errors)
+        f"| totals ({pages} pages): {' / '.join(SORTS)} | "
+        + " | ".join(shares(e["fields"]["value: total"]) for e in reports)
         + " |",
     ]
     return "\n".join([head, rule, *first, *rows])
