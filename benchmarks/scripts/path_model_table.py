@@ -35,6 +35,7 @@ BALANCED = {
     "1,000 steps, balanced": "wider-1000-balanced",
     "2,000 steps, mean": "wider-2000c",
     "2,000 steps, balanced": "wider-2000c-balanced",
+    "2,000 steps, neighbours": "wider-2000c-neighbours",
 }
 """The token-loss table's columns, as :data:`LONGER`."""
 GROUPS = {
@@ -88,7 +89,8 @@ def longer_table(results: Path, runs: dict[str, str] = LONGER) -> str:
 def balanced_table(results: Path, runs: dict[str, str] = BALANCED) -> str:
     """:func:`longer_table` for ``runs``, headed by each run's span and path thresholds (its calibration report; a
     calibration that chose no span threshold keeps the default), its word span's mIoU on all business questions and
-    how its answers to value and name questions go wrong (its ``-errors.json``: all of them, and the totals)."""
+    how its answers to value and name questions go wrong (its ``-errors.json``: all of them, the totals, and the
+    buyers' and sellers' names together)."""
     head, rule, *rows = longer_table(results, runs).splitlines()
     span = [
         json.loads((results / f"business/{r}-calibration.json").read_text()).get("word_span") for r in runs.values()
@@ -96,6 +98,10 @@ def balanced_table(results: Path, runs: dict[str, str] = BALANCED) -> str:
     reports = [json.loads((results / f"business/{r}-errors.json").read_text()) for r in runs.values()]
     scored = [json.loads((results / f"business/{r}.json").read_text()) for r in runs.values()]
     pages = min(e["pages"] for e in reports)
+
+    def names(fields: dict) -> dict:
+        named = [f for k, f in fields.items() if k.startswith("name: ")]
+        return {k: sum(f[k] for f in named) for k in ("questions", *SORTS)}
 
     def shares(field: dict) -> str:
         return " / ".join(f"{field[s] / field['questions']:.0%}".replace("%", "") for s in SORTS) + " %"
@@ -114,6 +120,9 @@ def balanced_table(results: Path, runs: dict[str, str] = BALANCED) -> str:
         + " |",
         f"| totals ({pages} pages): {' / '.join(SORTS)} | "
         + " | ".join(shares(e["fields"]["value: total"]) for e in reports)
+        + " |",
+        f"| names of buyer and seller ({pages} pages): {' / '.join(SORTS)} | "
+        + " | ".join(shares(names(e["fields"])) for e in reports)
         + " |",
     ]
     return "\n".join([head, rule, *first, *rows])

@@ -18,6 +18,8 @@ import numpy as np
 import torch
 
 from ..data.record import Page
+from ..data.touching import LINE_GAP, ROW_GAP
+from ..data.touching import touching as _touching
 from .answer_paths import ANSWER_PATHS
 
 WORD_LOGIT = -3.0
@@ -26,11 +28,6 @@ WORD_LOGIT = -3.0
 its own (``Calibration.span_logit``, chosen by ``docjepa calibrate``). Chosen on calibration pages
 (docs/docjepa-extract.md): a low bar, because touching the most likely word already says much; at 0 (probability
 ½) dates and amounts of several words were cut to one of them."""
-ROW_GAP = 3.0
-"""Two words on one line touch when the gap between them is at most this many word heights."""
-LINE_GAP = 1.0
-"""Two words on adjacent lines touch when they overlap horizontally and the gap between the lines is at most this
-many line heights."""
 
 
 def word_logits(token_logits: torch.Tensor, word_index: torch.Tensor, words: int) -> torch.Tensor:
@@ -44,19 +41,9 @@ def word_logits(token_logits: torch.Tensor, word_index: torch.Tensor, words: int
 
 
 def touching(boxes: np.ndarray, row_gap: float = ROW_GAP, line_gap: float = LINE_GAP) -> np.ndarray:
-    """(K, K) bool: whether two words (``boxes`` (K, 4) page pixels) sit beside each other. On one line (their
-    vertical extents overlap by half the smaller height): at most ``row_gap`` heights apart. On two lines: they
-    overlap horizontally and the lines are at most ``line_gap`` × the taller word's height apart."""
-    x0, y0, x1, y1 = (boxes[:, i] for i in range(4))
-    h = y1 - y0
-    small = np.maximum(1.0, np.minimum(h[:, None], h[None, :]))
-    overlap = np.minimum(y1[:, None], y1[None, :]) - np.maximum(y0[:, None], y0[None, :])
-    gap = np.maximum(x0[None, :] - x1[:, None], x0[:, None] - x1[None, :])
-    same_line = overlap >= 0.5 * small
-    vgap = np.maximum(y0[None, :] - y1[:, None], y0[:, None] - y1[None, :])
-    over = np.minimum(x1[:, None], x1[None, :]) - np.maximum(x0[:, None], x0[None, :])
-    stacked = (vgap >= 0) & (vgap <= line_gap * np.maximum(h[:, None], h[None, :])) & (over > 0)
-    return np.where(same_line, gap <= row_gap * small, stacked)
+    """(K, K) bool: whether two words (``boxes`` (K, 4) page pixels) sit beside each other
+    (:func:`docjepa.data.touching.touching`)."""
+    return _touching(torch.from_numpy(np.asarray(boxes, dtype=np.float64)), row_gap, line_gap).numpy()
 
 
 def word_span(logits: torch.Tensor, page: Page, threshold: float = WORD_LOGIT) -> list[int]:

@@ -11,6 +11,7 @@ from transformers import PretrainedConfig
 
 from ..data.prompt import QuestionPrompt
 from ..data.reader import READER_KEYS, reader_batch
+from ..data.touching import touching
 from .joint_reader import JointReader, word_boxes
 from .mask_decoder import (
     LayoutPainter,
@@ -254,7 +255,8 @@ class DocJepaForSegmentation(DocJepaPreTrainedModel):
     ) -> dict[str, Tensor]:
         """Training step on a ``SegmentCollator`` batch: SAM's loss against ``batch["target"]`` (B, 1, M, M), plus
         binary cross-entropy of the word decoder's token logits (tokens inside the answer vs the rest: their mean
-        over all tokens for ``token_loss="mean"``, :func:`balanced_token_loss` for ``"balanced"``), plus
+        over all tokens for ``token_loss="mean"``, :func:`balanced_token_loss` for ``"balanced"``,
+        :func:`neighbour_token_loss` for ``"neighbours"``), plus
         ``word_loss`` × :func:`word_choice_loss` (the page's most likely token should be one of the answer's).
 
         ``clicks`` > 0 adds simulated interaction (as SAM's training): for ``click_share`` of the examples, up to
@@ -269,7 +271,7 @@ class DocJepaForSegmentation(DocJepaPreTrainedModel):
         out = self.decode(page, prompt, multimask=multimask)
         losses = sam_loss(out.masks, out.iou, target)
         labels = token_targets(target, batch["bbox"], batch["attention_mask"])
-        tokens = token_bce(out.token_logits, labels, token_loss)
+        tokens = token_bce(out.token_logits, labels, token_loss, batch["bbox"])
         losses["tokens"] = tokens
         losses["loss"] = losses["loss"] + tokens
         if word_loss > 0:
@@ -315,20 +317,38 @@ class DocJepaForSegmentation(DocJepaPreTrainedModel):
         return torch.stack(total).mean()
 
 
-TOKEN_LOSSES = ("mean", "balanced")
+TOKEN_LOSSES = ("mean", "balanced", "neighbours")
 """How the word decoder's per-token binary cross-entropy is averaged (:func:`token_bce`)."""
 
 
-def token_bce(token_logits: Tensor, labels: Tensor, how: str = "mean") -> Tensor:
+def token_bce(token_logits: Tensor, labels: Tensor, how: str = "mean", bbox: Tensor | None = None) -> Tensor:
     """The word decoder's binary cross-entropy, ``labels`` as :func:`token_targets` gives them (1 in the answer, 0
-    outside, −1 padding): ``mean`` over every real token of the batch, or ``balanced``
-    (:func:`balanced_token_loss`)."""
+    outside, −1 padding): ``mean`` over every real token of the batch, ``balanced``
+    (:func:`balanced_token_loss`) or ``neighbours`` (:func:`neighbour_token_loss`, which needs the tokens' ``bbox``)."""
     if how == "balanced":
         return balanced_token_loss(token_logits, labels)
+    if how == "neighbours":
+        if bbox is None:
+            raise ValueError("the neighbours token loss needs the tokens' boxes")
+        return neighbour_token_loss(token_logits, labels, bbox)
     if how != "mean":
         raise ValueError(f"unknown token loss {how!r}; choose one of {', '.join(TOKEN_LOSSES)}")
     real = labels >= 0
     return F.binary_cross_entropy_with_logits(token_logits[real].float(), labels[real].float())
+
+
+def group_token_loss(token_logits: Tensor, labels: Tensor, groups: list[Tensor]) -> Tensor:
+    """Per question, the mean over the non-empty ``groups`` (each (B, L) bool) of the mean binary cross-entropy over
+    the group's tokens; the mean over questions. ``labels`` as :func:`token_targets` gives them."""
+    x = token_logits.float()
+    bce = F.binary_cross_entropy_with_logits(x, labels.clamp(min=0).to(x.dtype), reduction="none")
+    means, present = [], []
+    for g in groups:
+        n = g.sum(1)
+        means.append((bce * g).sum(1) / n.clamp(min=1))
+        present.append(n > 0)
+    means, present = torch.stack(means, 1), torch.stack(present, 1).to(x.dtype)
+    return ((means * present).sum(1) / present.sum(1).clamp(min=1)).mean()
 
 
 def balanced_token_loss(token_logits: Tensor, labels: Tensor) -> Tensor:
@@ -336,16 +356,23 @@ def balanced_token_loss(token_logits: Tensor, labels: Tensor) -> Tensor:
     tokens (over all its tokens alike when the answer holds none); the mean over questions. The plain mean weighs
     an answer's few tokens as one page's hundreds of others, so an answer's weaker words and their neighbours end
     with close logits and a span threshold cuts values short or runs them on (docs/docjepa-extract.md)."""
-    x = token_logits.float()
-    bce = F.binary_cross_entropy_with_logits(x, labels.clamp(min=0).to(x.dtype), reduction="none")
     real = labels >= 0
     pos = real & (labels > 0.5)
+    return group_token_loss(token_logits, labels, [pos, real & ~pos])
+
+
+def neighbour_token_loss(token_logits: Tensor, labels: Tensor, bbox: Tensor) -> Tensor:
+    """As :func:`balanced_token_loss`, with the page's other tokens in two groups weighing alike: those touching an
+    answer token, which a word span grows into when their logits are high (a name's address, the next date on its
+    line), and the rest. Per question: a third each to the answer's tokens, its neighbours and the others (half each
+    to the two groups there are, when it has no neighbour). Touching is :func:`~docjepa.data.touching.touching` on
+    the tokens' ``bbox`` (B, L, 4) in the model's 0–1000 coordinates, each axis scaled to the page, so on a portrait
+    page a gap along the line reaches a little less far than the word span's rule does in page pixels."""
+    real = labels >= 0
+    pos = real & (labels > 0.5)
+    near = (touching(bbox) & pos.unsqueeze(-1)).any(-2)  # (B, L): touches some answer token
     neg = real & ~pos
-    n_pos, n_neg = pos.sum(1), neg.sum(1)
-    pos_mean = (bce * pos).sum(1) / n_pos.clamp(min=1)
-    neg_mean = (bce * neg).sum(1) / n_neg.clamp(min=1)
-    all_mean = (bce * real).sum(1) / real.sum(1).clamp(min=1)
-    return torch.where(n_pos > 0, 0.5 * pos_mean + 0.5 * neg_mean, all_mean).mean()
+    return group_token_loss(token_logits, labels, [pos, neg & near, neg & ~near])
 
 
 def word_choice_loss(token_logits: Tensor, labels: Tensor) -> Tensor | None:

@@ -124,7 +124,8 @@ class FinetuneConfig:
     """How the word decoder's per-token binary cross-entropy is averaged: ``mean`` over every token of the batch,
     or ``balanced`` (per question, half over the answer's tokens and half over the others:
     ``segmentation.balanced_token_loss``), which reads values whole more often (docs/docjepa-extract.md, "A
-    balanced word loss")."""
+    balanced word loss"), or ``neighbours`` (the others split again into those touching an answer token and the
+    rest, a third each: ``segmentation.neighbour_token_loss``), against answers that run into their neighbours."""
     ablation: FinetuneAblations = field(default_factory=FinetuneAblations)
     """Switches measured worse than the defaults (see :class:`FinetuneAblations`)."""
 

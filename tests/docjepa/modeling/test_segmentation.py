@@ -16,7 +16,13 @@ from docjepa.data.shards import DocumentDataset
 from docjepa.data.split import SplitConfig, question_pairs
 from docjepa.modeling import build_config
 from docjepa.modeling.mask_decoder import dice_loss, focal_loss, mask_iou, sam_loss, tokens_inside, word_cover
-from docjepa.modeling.segmentation import DocJepaForSegmentation, balanced_token_loss, token_bce, word_choice_loss
+from docjepa.modeling.segmentation import (
+    DocJepaForSegmentation,
+    balanced_token_loss,
+    neighbour_token_loss,
+    token_bce,
+    word_choice_loss,
+)
 from tests.helpers import seg_batch, tiny_bert_folder
 
 
@@ -111,6 +117,46 @@ def test_balanced_token_loss_against_float64_reference(gen):
         token_bce(logits, labels, "sum")
 
 
+def test_neighbour_token_loss_against_float64_reference(gen):
+    # One line of eight one-token words 10 units high, 5 apart, then a ninth word two lines down, and two pads.
+    x0 = torch.tensor([0, 15, 30, 45, 60, 75, 90, 105, 0, 0, 0], dtype=torch.float64)
+    boxes = torch.stack([x0, torch.zeros(11), x0 + 10, torch.full((11,), 10.0)], -1).double()
+    boxes[8] = torch.tensor([0, 40, 10, 50])
+    boxes[9:] = 0
+    bbox = boxes.expand(3, -1, -1).clone()
+    logits = torch.randn(3, 11, generator=gen, dtype=torch.float64)
+    labels = torch.zeros(3, 11, dtype=torch.float64)
+    labels[:, 9:] = -1.0
+    labels[0, 3] = 1.0  # answer word 3: words 1, 2, 4, 5 within 3 heights on its line; 0, 6, 7, 8 not
+    labels[1, 8] = 1.0  # the lone word: no neighbour, so half and half as the balanced loss
+    expected = []
+    for row, lab, near in zip(logits, labels, ([1, 2, 4, 5], [], [])):
+        ce = -(lab * row.sigmoid().log() + (1 - lab) * (1 - row.sigmoid()).log())
+        pos = lab == 1
+        far = [i for i in range(9) if i not in near and not pos[i]]
+        groups = [ce[pos], ce[near], ce[far]]
+        expected.append(torch.stack([g.mean() for g in groups if len(g)]).mean())
+    got = neighbour_token_loss(logits, labels, bbox)
+    torch.testing.assert_close(got, torch.stack(expected).mean().float())
+    torch.testing.assert_close(token_bce(logits, labels, "neighbours", bbox), got)
+    # Without neighbours (rows 1 and 2) it is the balanced loss; with them it is not.
+    torch.testing.assert_close(
+        neighbour_token_loss(logits[1:], labels[1:], bbox[1:]), balanced_token_loss(logits[1:], labels[1:])
+    )
+    assert not torch.allclose(
+        neighbour_token_loss(logits[:1], labels[:1], bbox[:1]), balanced_token_loss(logits[:1], labels[:1])
+    )
+    # A neighbour of the answer weighs a third over four of them; each far word a third over four.
+    x = logits[:1].clone().float().requires_grad_(True)
+    neighbour_token_loss(x, labels[:1], bbox[:1]).backward()
+    g = x.grad[0]
+    assert g[3] < 0 and (g[[0, 1, 2, 4, 5, 6, 7, 8]] > 0).all() and (g[9:] == 0).all()
+    torch.testing.assert_close(g[1] / logits[0, 1].sigmoid().float(), torch.tensor(1 / 12))
+    torch.testing.assert_close(g[7] / logits[0, 7].sigmoid().float(), torch.tensor(1 / 12))
+    with pytest.raises(ValueError, match="needs the tokens' boxes"):
+        token_bce(logits, labels, "neighbours")
+
+
 def test_forward_averages_the_token_loss_as_asked(docs, tok):
     from docjepa.core.errors import ConfigError
     from docjepa.modeling.segmentation import token_targets
@@ -120,17 +166,18 @@ def test_forward_averages_the_token_loss_as_asked(docs, tok):
     model = DocJepaForSegmentation(build_config("tiny", len(tok))).eval()
     b = seg_batch(docs, tok, question_pairs([docs / "d"], SplitConfig(), "all")[:3])
     with torch.no_grad():
-        mean, balanced = (model(b, token_loss=how) for how in ("mean", "balanced"))
+        mean, balanced, near = (model(b, token_loss=how) for how in ("mean", "balanced", "neighbours"))
         out = model.decode(
             model.encode_image(b["pixel_values"], b["input_ids"], b["attention_mask"], b["bbox"]), b["prompt"]
         )
     labels = token_targets(b["target"], b["bbox"], b["attention_mask"])
     torch.testing.assert_close(balanced["tokens"], balanced_token_loss(out.token_logits, labels))
     torch.testing.assert_close(mean["tokens"], token_bce(out.token_logits, labels))
+    torch.testing.assert_close(near["tokens"], neighbour_token_loss(out.token_logits, labels, b["bbox"]))
     assert not torch.allclose(mean["tokens"], balanced["tokens"])
     torch.testing.assert_close(mean["loss"] - mean["tokens"], balanced["loss"] - balanced["tokens"])
     assert FinetuneConfig(token_loss="balanced").token_loss == "balanced"
-    with pytest.raises(ConfigError, match="token_loss must be one of mean, balanced"):
+    with pytest.raises(ConfigError, match="token_loss must be one of mean, balanced, neighbours"):
         FinetuneConfig(token_loss="sum")
 
 

@@ -1,0 +1,17 @@
+import torch
+
+from docjepa.data.touching import touching
+
+
+def test_touching_is_symmetric_and_batched_as_one_page_at_a_time(gen):
+    x0, y0 = torch.rand(3, 12, generator=gen) * 300, torch.rand(3, 12, generator=gen) * 300
+    w, h = 5 + torch.rand(3, 12, generator=gen) * 40, 8 + torch.rand(3, 12, generator=gen) * 6
+    boxes = torch.stack([x0, y0, x0 + w, y0 + h], -1)
+    near = touching(boxes)
+    assert near.shape == (3, 12, 12) and near.dtype == torch.bool
+    assert torch.equal(near, near.transpose(1, 2)) and near.diagonal(dim1=1, dim2=2).all()
+    assert 0 < near.sum() < near.numel()  # random words: some touch, not all
+    for i in range(3):
+        assert torch.equal(touching(boxes[i]), near[i])
+    # Wider gaps reach at least the words the narrow ones do.
+    assert (touching(boxes, row_gap=6.0, line_gap=2.0) | ~near).all()
