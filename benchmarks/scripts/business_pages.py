@@ -173,6 +173,7 @@ def main(argv: list[str] | None = None) -> dict:
         "pages": result["pages"],
         "words_threshold": getattr(predictor.policy.calibration, "words_threshold", None),
         "span_logit": predictor.policy.span_threshold,
+        "line_logit": predictor.policy.line_threshold,
         "scores": summarise(rows),
         "question_ms": question_cost(predictor, args.data, args.timed_pages),
     }

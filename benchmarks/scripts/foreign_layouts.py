@@ -251,6 +251,7 @@ def model_answers(
     summary = extract([folder], table, config, predictor, overwrite=True, progress=False)
     summary["two questions"] = speed2["pages_per_second"]
     summary["span_logit"] = predictor.policy.span_threshold
+    summary["line_logit"] = predictor.policy.line_threshold
     rows = {r["document"]: r for r in map(json.loads, table.read_text().splitlines())}
     out = {}
     for doc in truth:
@@ -339,6 +340,7 @@ def main(argv: list[str] | None = None) -> dict:
         "command": command,
         "model": args.checkpoint,
         "span_logit": summary["span_logit"],
+        "line_logit": summary["line_logit"],
         "documents": len(truth),
         "generators": {name: f"{pkg} ({lang} labels, {locale})" for name, (pkg, lang, locale, _) in GENERATORS.items()},
         "packages": {p: importlib.metadata.version(p) for p in ("InvoiceGenerator", "PyInvoice", "Faker", "babel")},

@@ -13,7 +13,8 @@ The same command fills the longer-training table (:func:`longer_table`): the run
 run continued for 1,000 more, each as ``predict`` and ``extract`` answer; and the token-loss table
 (:func:`balanced_table`): that continuation beside the same one trained with the balanced token loss, with each
 run's span threshold (chosen by ``docjepa calibrate``) and how its value and name answers go wrong
-(``business/RUN-errors.json``, from ``business_errors.py``).
+(``business/RUN-errors.json``, from ``business_errors.py``); and the line-break table, one model calibrated
+without and with the word span's line-break threshold.
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ BALANCED = {
     "2,000 steps, neighbours": "wider-2000c-neighbours",
 }
 """The token-loss table's columns, as :data:`LONGER`."""
+LINES_START, LINES_END = "<!-- line-threshold:start -->", "<!-- line-threshold:end -->"
+LINES = {"span threshold alone": "wider-2000c-balanced", "with a line-break threshold": "wider-2000c-balanced-lines"}
+"""The line-break table's columns: one model calibrated without and with the line-break threshold."""
 GROUPS = {
     "business pages, `key` mIoU": "kind: key",
     "business pages, `field` mIoU": "kind: field",
@@ -86,11 +90,11 @@ def longer_table(results: Path, runs: dict[str, str] = LONGER) -> str:
     return "\n".join(lines + [f"| {name} | " + " | ".join(cells) + " |" for name, cells in rows.items()])
 
 
-def balanced_table(results: Path, runs: dict[str, str] = BALANCED) -> str:
+def balanced_table(results: Path, runs: dict[str, str] = BALANCED, lines: bool = False) -> str:
     """:func:`longer_table` for ``runs``, headed by each run's span and path thresholds (its calibration report; a
-    calibration that chose no span threshold keeps the default), its word span's mIoU on all business questions and
-    how its answers to value and name questions go wrong (its ``-errors.json``: all of them, the totals, and the
-    buyers' and sellers' names together)."""
+    calibration that chose no span threshold keeps the default; with ``lines`` its line-break threshold too), its
+    word span's mIoU on all business questions and how its answers to value and name questions go wrong (its
+    ``-errors.json``: all of them, the totals, and the buyers' and sellers' names together)."""
     head, rule, *rows = longer_table(results, runs).splitlines()
     span = [
         json.loads((results / f"business/{r}-calibration.json").read_text()).get("word_span") for r in runs.values()
@@ -109,6 +113,7 @@ def balanced_table(results: Path, runs: dict[str, str] = BALANCED) -> str:
     thresholds = [f"{s['span_logit']:g}".replace("-", "−") if s else "−3 (default)" for s in span]
     first = [
         "| span threshold (`docjepa calibrate`) | " + " | ".join(thresholds) + " |",
+        *(["| line-break threshold (`docjepa calibrate`) | " + " | ".join(map(_line, span)) + " |"] if lines else []),
         "| path threshold of `auto` (`docjepa calibrate`) | "
         + " | ".join(f"{b['words_threshold']:g}" for b in scored)
         + " |",
@@ -126,6 +131,12 @@ def balanced_table(results: Path, runs: dict[str, str] = BALANCED) -> str:
         + " |",
     ]
     return "\n".join([head, rule, *first, *rows])
+
+
+def _line(report: dict | None) -> str:
+    """A calibration's line-break threshold as the tables write it ("–": none)."""
+    line = (report or {}).get("line_logit")
+    return "–" if line is None else f"{line:g}".replace("-", "−")
 
 
 def _pct(share: float) -> str:
@@ -146,6 +157,7 @@ def main(argv: list[str] | None = None) -> str:
         fill_section(doc, START, END, text)
         fill_section(doc, LONGER_START, LONGER_END, longer_table(args.results))
         fill_section(doc, BALANCED_START, BALANCED_END, balanced_table(args.results))
+        fill_section(doc, LINES_START, LINES_END, balanced_table(args.results, LINES, lines=True))
     print(text)
     return text
 

@@ -24,10 +24,20 @@ def touching(boxes: Tensor, row_gap: float = ROW_GAP, line_gap: float = LINE_GAP
     h = y1 - y0
     hi, hj = h.unsqueeze(-1), h.unsqueeze(-2)
     small = torch.minimum(hi, hj).clamp(min=1.0)
-    overlap = torch.minimum(y1.unsqueeze(-1), y1.unsqueeze(-2)) - torch.maximum(y0.unsqueeze(-1), y0.unsqueeze(-2))
     gap = torch.maximum(x0.unsqueeze(-2) - x1.unsqueeze(-1), x0.unsqueeze(-1) - x1.unsqueeze(-2))
-    same_line = overlap >= 0.5 * small
+    same_line = one_line(b)
     vgap = torch.maximum(y0.unsqueeze(-2) - y1.unsqueeze(-1), y0.unsqueeze(-1) - y1.unsqueeze(-2))
     over = torch.minimum(x1.unsqueeze(-1), x1.unsqueeze(-2)) - torch.maximum(x0.unsqueeze(-1), x0.unsqueeze(-2))
     stacked = (vgap >= 0) & (vgap <= line_gap * torch.maximum(hi, hj)) & (over > 0)
     return torch.where(same_line, gap <= row_gap * small, stacked)
+
+
+def one_line(boxes: Tensor) -> Tensor:
+    """(..., K, K) bool: whether two words (``boxes`` (..., K, 4) as ``(x0, y0, x1, y1)``) stand on one line: their
+    vertical extents overlap by at least half the smaller height."""
+    b = boxes.to(torch.float64)
+    _, y0, _, y1 = b.unbind(-1)
+    h = y1 - y0
+    small = torch.minimum(h.unsqueeze(-1), h.unsqueeze(-2)).clamp(min=1.0)
+    overlap = torch.minimum(y1.unsqueeze(-1), y1.unsqueeze(-2)) - torch.maximum(y0.unsqueeze(-1), y0.unsqueeze(-2))
+    return overlap >= 0.5 * small

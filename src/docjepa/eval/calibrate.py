@@ -18,7 +18,12 @@ WORDS_GRID = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.01)
 decoder's confidence; 0: always words; above 1: never)."""
 SPAN_GRID = (-6.0, -5.0, -4.0, -3.0, -2.0, -1.0, 0.0, 1.0)
 """Span thresholds (the word decoder's logit above which a touching word joins a word span) tried by
-:func:`fit_span_logit`."""
+:func:`fit_span_rule`."""
+LINE_GRID = (None, 0.0, 1.0, 2.0, 3.0, 4.0)
+"""Line-break thresholds (the logit above which a word joins the span from another line; None: the span threshold)
+tried with each span threshold above which they lie."""
+SPAN_RULES = tuple((t, line) for t in SPAN_GRID for line in LINE_GRID if line is None or line > t)
+"""The ``(span_logit, line_logit)`` pairs :func:`fit_span_rule` chooses among."""
 
 
 def per_kind_miou(rows: list[dict], pick) -> float:
@@ -62,12 +67,13 @@ def fit_words_threshold(rows: list[dict]) -> tuple[float, dict[float, float]]:
     return best, by
 
 
-def fit_span_logit(rows: list[dict]) -> tuple[float | None, dict[float, float]]:
-    """The threshold of the rows' ``spans`` (as ``evaluate(span_logits=...)`` gives them) whose word spans score the
-    best per-kind mIoU, the mean over calibration sets (each set weighing alike; ties: the threshold nearer to
-    :data:`~docjepa.inference.word_answer.WORD_LOGIT`), and the rows' word-path IoU and path features set to those
-    under it, so that the path model is fitted on the spans the model will answer with. Returns it (None: no row has
-    spans, rows left as they are) and the mean mIoU at each threshold."""
+def fit_span_rule(rows: list[dict]) -> tuple[tuple | None, dict[tuple, float]]:
+    """The span rule (``(span_logit, line_logit)``) of the rows' ``spans`` (as ``evaluate(span_rules=...)`` gives
+    them) whose word spans score the best per-kind mIoU, the mean over calibration sets (each set weighing alike;
+    ties: the span threshold nearer to :data:`~docjepa.inference.word_answer.WORD_LOGIT`, then no line-break bar,
+    then the lower one), and the rows' word-path IoU and path features set to those under it, so that the path model
+    is fitted on the spans the model will answer with. Returns it (None: no row has spans, rows left as they are)
+    and the mean mIoU of each rule."""
     from ..inference.word_answer import WORD_LOGIT
 
     spanned = [r for r in rows if r.get("spans")]
@@ -78,10 +84,17 @@ def fit_span_logit(rows: list[dict]) -> tuple[float | None, dict[float, float]]:
         sets[r.get("set", "")].append(r)
     grid = list(spanned[0]["spans"])
     by = {
-        t: float(np.mean([per_kind_miou(rs, lambda r, t=t: r["spans"][t]["words"]) for rs in sets.values()]))
-        for t in grid
+        rule: float(
+            np.mean([per_kind_miou(rs, lambda r, rule=rule: r["spans"][rule]["words"]) for rs in sets.values()])
+        )
+        for rule in grid
     }
-    best = max(grid, key=lambda t: (round(by[t], 6), -abs(t - WORD_LOGIT)))
+
+    def preference(rule: tuple) -> tuple:
+        t, line = rule
+        return round(by[rule], 6), -abs(t - WORD_LOGIT), line is None, -(line or 0.0)
+
+    best = max(grid, key=preference)
     for r in spanned:
         r["paths"] = r["paths"] | {"words": r["spans"][best]["words"]}
         r["path_features"] = r["spans"][best]["path_features"]
@@ -117,17 +130,15 @@ def fit_paths(rows: list[dict]) -> PathModel | None:
 
 
 def calibration_rows(
-    predictor, data: list[Path], progress: bool = True, span_logits: tuple[float, ...] = ()
+    predictor, data: list[Path], progress: bool = True, span_rules: tuple[tuple, ...] = ()
 ) -> list[dict]:
     """Every question of each folder of ``data``, scored by ``predictor`` with both answer paths
-    (``evaluate(keep_rows=True)``, the word span also under each threshold of ``span_logits``), each row tagged
+    (``evaluate(keep_rows=True)``, the word span also under each rule of ``span_rules``), each row tagged
     with its folder as ``set``."""
     rows: list[dict] = []
     for folder in data:
         part = SplitConfig([], 0)
-        res = evaluate(
-            predictor, [folder], part, part="all", progress=progress, keep_rows=True, span_logits=span_logits
-        )
+        res = evaluate(predictor, [folder], part, part="all", progress=progress, keep_rows=True, span_rules=span_rules)
         rows += [r | {"set": str(folder)} for r in res["rows"]]
     return rows
 
@@ -140,7 +151,7 @@ def calibrate(
     its word span answers (a path model of when it beats the mask, :func:`fit_paths`, and the threshold on its
     estimate, :func:`fit_words_threshold`) with a map from the word decoder's confidence to the word answer's IoU;
     write ``calibration.json`` beside the model's weights (unless ``write`` is False), and return the maps with the
-    reliability of the scores before and after on that data. The word span's threshold (:func:`fit_span_logit`) is
+    reliability of the scores before and after on that data. The word span's rule (:func:`fit_span_rule`) is
     chosen first, and the rest fitted on the spans it gives."""
     from ..inference.predictor import DocumentPredictor
     from ..modeling.files import SEGMENTATION, require_model
@@ -149,7 +160,7 @@ def calibrate(
         raise ValueError(f"threshold must lie in (0, 1), got {threshold}")
     predictor = DocumentPredictor.from_pretrained(checkpoint)
     predictor.policy.calibration = None  # fit on raw scores, whatever the model holds now
-    rows = calibration_rows(predictor, data, progress, SPAN_GRID)
+    rows = calibration_rows(predictor, data, progress, SPAN_RULES)
     scores = np.array([r["score"] for r in rows])
     ious = np.array([r["iou"] for r in rows])
     cal = Calibration.fit(scores, ious, threshold, data=[str(d) for d in data])
@@ -161,8 +172,15 @@ def calibrate(
         "calibration": {"knots": cal.knots, "values": cal.values, "threshold": threshold},
     }
     if words.any():  # the model has a word decoder: fit when its span answers, and what IoU it reaches then
-        cal.span_logit, by_span = fit_span_logit(rows)
-        out["word_span"] = {"span_logit": cal.span_logit, "words_mIoU_by_span_logit": by_span}
+        rule, by_rule = fit_span_rule(rows)
+        cal.span_logit, cal.line_logit = rule if rule else (None, None)
+        out["word_span"] = {
+            "span_logit": cal.span_logit,
+            "line_logit": cal.line_logit,
+            "words_mIoU_by_rule": [
+                {"span_logit": t, "line_logit": line, "mIoU": m} for (t, line), m in by_rule.items()
+            ],
+        }
         cal.path_model = fit_paths(rows)
         cal.words_threshold, by = fit_words_threshold(rows)
         knots, values = isotonic(words, np.array([r["paths"]["words"] for r in rows]))

@@ -15,6 +15,7 @@ from ..data.prompt import box_mask
 from ..data.record import Page, rasterize, words_under
 from ..data.shards import DocumentDataset, RecordError
 from ..data.split import SplitConfig, question_pairs
+from ..inference.word_answer import word_span
 from .scores import ANLS_THRESHOLD, Scores, anls, best_answer
 
 log = logging.getLogger("docjepa.eval")
@@ -83,7 +84,7 @@ def evaluate(
     progress: bool = True,
     keep_examples: int = 0,
     keep_rows: bool = False,
-    span_logits: tuple[float, ...] = (),
+    span_rules: tuple[tuple, ...] = (),
 ) -> dict:
     """Scores of the model (its answer as the predictor gives it: the top-scored non-empty mask, snapped to the OCR
     words when the predictor snaps, or the word span; see ``DocumentPredictor.answer_path``), of each answer path
@@ -93,8 +94,9 @@ def evaluate(
 
     With ``keep_examples`` > 0 the first few predictions are returned too (for the demo report); with ``keep_rows``
     one row per question (kind, the chosen candidate's predicted IoU, the model's IoU, the baseline's IoU), for
-    calibration and reliability diagrams; each row also keeps, for every span threshold of ``span_logits``, the IoU
-    of the word span under it and its path features (``spans``), from which ``docjepa calibrate`` chooses one.
+    calibration and reliability diagrams; each row also keeps, for every span rule of ``span_rules`` (pairs of the
+    span and line-break thresholds of :func:`~docjepa.inference.word_answer.word_span`), the IoU of the word span
+    under it and its path features (``spans``), from which ``docjepa calibrate`` chooses one.
     """
     pairs, by_page = questions_by_page(roots, split, part, limit)
     pages = DocumentDataset(list(roots))
@@ -138,7 +140,7 @@ def evaluate(
                 rows[-1]["words_confidence"] = reading.words_confidence or 0.0
                 if reading.path_features is not None:
                     rows[-1]["path_features"] = reading.path_features.tolist()
-                    rows[-1]["spans"] = _spans(predictor, decoded, best, answers, span_logits)
+                    rows[-1]["spans"] = _spans(predictor, reading, best, answers, span_rules)
             if len(examples) < keep_examples:
                 examples.append(_example(page, question, pred, bmask, answers, frame))
             bar.update(1)
@@ -161,13 +163,18 @@ def evaluate(
     return result
 
 
-def _spans(predictor, decoded, best: int, answers: list[np.ndarray], span_logits: tuple[float, ...]) -> dict:
-    """Per span threshold, the word answer's IoU and the path features of one question's answers under it."""
-    out = {}
-    for t in span_logits:
-        reading = replace(predictor.policy, span_logit=t).read(predictor.encoded, decoded)
-        inter, union = best_answer(reading.answer_mask(best, "words")[0], answers)
-        out[t] = {"words": inter / union if union else 1.0, "path_features": reading.path_features.tolist()}
+def _spans(predictor, reading, best: int, answers: list[np.ndarray], rules: tuple[tuple, ...]) -> dict:
+    """Per span rule (``(span_logit, line_logit)``), the word answer's IoU and the path features of one question's
+    answers under it; rules that give the same words share one reading."""
+    out, seen = {}, {}
+    for rule in rules:
+        t, line = rule
+        words = tuple(word_span(reading.word_logits, predictor.encoded.page, t, line))
+        if words not in seen:
+            under = replace(predictor.policy, span_logit=t, line_logit=line).read(predictor.encoded, reading.decoded)
+            inter, union = best_answer(under.answer_mask(best, "words")[0], answers)
+            seen[words] = {"words": inter / union if union else 1.0, "path_features": under.path_features.tolist()}
+        out[rule] = seen[words]
     return out
 
 

@@ -44,6 +44,9 @@ class AnswerPolicy:
     span_logit: float | None = None
     """The word decoder's logit above which a word joins a word span (:func:`word_span`); None: the calibration's
     ``span_logit`` (chosen for the model by ``docjepa calibrate``), else :data:`WORD_LOGIT`."""
+    line_logit: float | None = None
+    """The logit above which a word joins a word span across a line break (:func:`word_span`); None: the
+    calibration's ``line_logit``, else no bar beyond the span threshold."""
 
     def __post_init__(self) -> None:
         choose_path(self.answer_path, None)  # checks the name
@@ -55,6 +58,12 @@ class AnswerPolicy:
             return float(self.span_logit)
         chosen = getattr(self.calibration, "span_logit", None)
         return WORD_LOGIT if chosen is None else float(chosen)
+
+    @property
+    def line_threshold(self) -> float | None:
+        """The line-break threshold in force: :attr:`line_logit`, else the calibration's (None: none)."""
+        chosen = self.line_logit if self.line_logit is not None else getattr(self.calibration, "line_logit", None)
+        return None if chosen is None else float(chosen)
 
     def read(self, encoded: EncodedPage, decoded: Decoded) -> Reading:
         """One decoder output on one encoded page, read under this policy."""
@@ -162,7 +171,11 @@ class Reading:
         words (a block of several lines is one region, as a snapped mask is; None, with an empty mask: no word
         logits, or no word has one)."""
         enc, size = self.encoded, self.decoded.logits.shape[-1]
-        span = [] if self.word_logits is None else word_span(self.word_logits, enc.page, self.policy.span_threshold)
+        span = (
+            []
+            if self.word_logits is None
+            else word_span(self.word_logits, enc.page, self.policy.span_threshold, self.policy.line_threshold)
+        )
         if not span:
             return np.zeros((size, size), dtype=bool), None
         lines = [union_box([enc.page.words[i].box for i in span])]

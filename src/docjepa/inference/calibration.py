@@ -67,6 +67,9 @@ class Calibration:
     """The word decoder's logit above which a word joins the model's word span
     (:func:`~docjepa.inference.word_answer.word_span`), chosen on the same pages before the path model; None: a
     calibration fitted without choosing it, so :data:`~docjepa.inference.word_answer.WORD_LOGIT`."""
+    line_logit: float | None = None
+    """The logit above which a word joins the word span across a line break, chosen with ``span_logit``; None: no
+    bar beyond ``span_logit`` (a calibration fitted without choosing it)."""
 
     def __call__(self, score: float | np.ndarray) -> float | np.ndarray:
         out = np.interp(score, self.knots, self.values)
@@ -111,6 +114,7 @@ class Calibration:
             d.get("words_values", []),
             PathModel.from_dict(d["path_model"]) if d.get("path_model") else None,
             d.get("span_logit"),
+            d.get("line_logit"),
         )
 
 

@@ -4,10 +4,11 @@ The word decoder gives every OCR token an answer logit (``SegmentationOutput.tok
 turns them into one logit per word. A word answer (a number, a date, a name, an address block) is then the words
 that touch one another on the page around the most likely word: :func:`word_span` starts from it and takes every
 word the decoder does not rule out (the model's span threshold, by default :data:`WORD_LOGIT`) that sits beside a
-word already taken, on its line or on the line above or below (:func:`touching`). Touching, not reading order, joins
-them, so a block in one column of a two-column page is one answer, and an answer is never a scatter of words over
-the page. A region answer (a table, a paragraph, a checkbox) stays the mask decoder's. :func:`choose_path` decides
-per question which of the two is the answer.
+word already taken, on its line or on the line above or below (:func:`touching`); across a line break only a word
+the decoder marks more firmly (the model's line threshold, where its calibration chose one). Touching, not reading
+order, joins them, so a block in one column of a two-column page is one answer, and an answer is never a scatter of
+words over the page. A region answer (a table, a paragraph, a checkbox) stays the mask decoder's. :func:`choose_path`
+decides per question which of the two is the answer.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import numpy as np
 import torch
 
 from ..data.record import Page
-from ..data.touching import LINE_GAP, ROW_GAP
+from ..data.touching import LINE_GAP, ROW_GAP, one_line
 from ..data.touching import touching as _touching
 from .answer_paths import ANSWER_PATHS
 
@@ -46,17 +47,24 @@ def touching(boxes: np.ndarray, row_gap: float = ROW_GAP, line_gap: float = LINE
     return _touching(torch.from_numpy(np.asarray(boxes, dtype=np.float64)), row_gap, line_gap).numpy()
 
 
-def word_span(logits: torch.Tensor, page: Page, threshold: float = WORD_LOGIT) -> list[int]:
+def word_span(
+    logits: torch.Tensor, page: Page, threshold: float = WORD_LOGIT, line_threshold: float | None = None
+) -> list[int]:
     """The word answer, in reading order: the most likely word and every word whose logit exceeds ``threshold``
-    that is joined to it through such words, each touching the next (:func:`touching`). Empty when no word has a
-    logit."""
+    that is joined to it through such words, each touching the next (:func:`touching`). With ``line_threshold``
+    (above ``threshold``), a word joins from a word on another line only when its logit exceeds that too: a word
+    beside the answer on its line needs the low bar, a line break the higher one, so that a name does not run on into
+    the address below it unless the decoder marks the address as well. Empty when no word has a logit."""
     if logits.numel() == 0 or not torch.isfinite(logits).any():
         return []
     values = logits.detach().float().cpu().numpy()
     best = int(values.argmax())
     likely = np.flatnonzero(values > threshold)
     likely = np.union1d(likely, [best])  # the best word always (when even it is unlikely)
-    near = touching(np.array([page.words[i].box for i in likely], dtype=np.float64))
+    boxes = torch.tensor(np.array([page.words[i].box for i in likely], dtype=np.float64).reshape(-1, 4))
+    near = _touching(boxes).numpy()
+    if line_threshold is not None and line_threshold > threshold:
+        near &= one_line(boxes).numpy() | (values[likely] > line_threshold)[None, :]
     taken = likely == best
     while True:
         grown = taken | near[taken].any(axis=0)

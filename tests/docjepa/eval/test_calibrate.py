@@ -1,4 +1,4 @@
-"""What ``docjepa calibrate`` fits on calibration pages: the word span's threshold (``fit_span_logit``), the path
+"""What ``docjepa calibrate`` fits on calibration pages: the word span's rule (``fit_span_rule``), the path
 model (``fit_paths``) and the answer-path threshold (``fit_words_threshold``)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from docjepa.eval.calibrate import WORDS_GRID, fit_paths, fit_span_logit, fit_words_threshold
+from docjepa.eval.calibrate import WORDS_GRID, fit_paths, fit_span_rule, fit_words_threshold
 
 
 def _rows(set_name: str, kinds: list[str], mask: float, words: float, conf: float, n: int, rng) -> list[dict]:
@@ -89,10 +89,10 @@ def test_the_path_model_chooses_where_the_confidence_cannot():
 
 
 def _spanned(set_name: str, kind: str, best: float, n: int, rng) -> list[dict]:
-    """``n`` rows whose word spans score 0.9 at threshold ``best`` and less the farther from it."""
+    """``n`` rows whose word spans score 0.9 at threshold ``best`` and less the farther from it (no line-break bar)."""
     out = []
     for _ in range(n):
-        spans = {t: {"words": 0.9 - 0.1 * abs(t - best) + rng.uniform(-0.01, 0.01), "path_features": [t] * 6}
+        spans = {(t, None): {"words": 0.9 - 0.1 * abs(t - best) + rng.uniform(-0.01, 0.01), "path_features": [t] * 6}
                  for t in (-5.0, -3.0, -1.0, 1.0)}  # fmt: skip
         out.append({"kind": kind, "set": set_name, "paths": {"mask": 0.5, "words": 0.0}, "spans": spans})
     return out
@@ -104,18 +104,32 @@ def test_the_span_threshold_is_the_best_over_sets_and_the_rows_take_its_spans():
     # kind weighs alike, so −1 wins though more rows prefer −3 a little.
     rows = _spanned("values", "key", -1.0, 5, rng)
     rows += [r for kind in ("a", "b", "c") for r in _spanned("forms", kind, -2.0, 20, rng)]
-    best, by = fit_span_logit(rows)
-    assert best == -1.0 and by[-1.0] == max(by.values()) and set(by) == {-5.0, -3.0, -1.0, 1.0}
-    assert all(r["paths"]["words"] == r["spans"][-1.0]["words"] for r in rows)
+    best, by = fit_span_rule(rows)
+    assert best == (-1.0, None) and by[best] == max(by.values()) and {t for t, _ in by} == {-5.0, -3.0, -1.0, 1.0}
+    assert all(r["paths"]["words"] == r["spans"][best]["words"] for r in rows)
     assert all(r["path_features"] == [-1.0] * 6 and r["paths"]["mask"] == 0.5 for r in rows)
     assert fit_paths(rows) is not None  # fitted on the chosen spans' IoUs and features
 
 
+def test_a_line_break_bar_is_taken_where_it_scores_better():
+    """Names that run on into the address below them score better with a bar at line breaks; the bar is the
+    lowest of those that score alike, and none is taken when none helps."""
+    rows = [{"kind": "key", "paths": {"mask": 0.5, "words": 0.0},
+             "spans": {(-1.0, None): {"words": 0.4, "path_features": [0.0] * 6},
+                       (-1.0, 1.0): {"words": 0.8, "path_features": [1.0] * 6},
+                       (-1.0, 2.0): {"words": 0.8, "path_features": [2.0] * 6},
+                       (-1.0, 3.0): {"words": 0.6, "path_features": [3.0] * 6}}}]  # fmt: skip
+    assert fit_span_rule(rows)[0] == (-1.0, 1.0) and rows[0]["path_features"] == [1.0] * 6
+    alike = {"words": 0.7, "path_features": [0.0] * 6}
+    flat = [{"kind": "key", "paths": {"mask": 0.5, "words": 0.0}, "spans": {(-1.0, 2.0): alike, (-1.0, None): alike}}]
+    assert fit_span_rule(flat)[0] == (-1.0, None)
+
+
 def test_a_span_threshold_tie_keeps_the_default_and_rows_without_spans_are_left():
-    flat = [{"kind": "key", "paths": {"mask": 0.5, "words": 0.3},
-             "spans": {t: {"words": 0.6, "path_features": [t] * 6} for t in (-6.0, -4.0, -2.0, 0.0)}}]  # fmt: skip
-    assert fit_span_logit(flat)[0] in (-4.0, -2.0)  # both 1 from the default, −3: the first of the tie
-    flat[0]["spans"][-3.0] = {"words": 0.6, "path_features": [0.0] * 6}
-    assert fit_span_logit(flat)[0] == -3.0
+    spans = {(t, None): {"words": 0.6, "path_features": [t] * 6} for t in (-6.0, -4.0, -2.0, 0.0)}
+    flat = [{"kind": "key", "paths": {"mask": 0.5, "words": 0.3}, "spans": spans}]
+    assert fit_span_rule(flat)[0] in ((-4.0, None), (-2.0, None))  # both 1 from the default, −3: the first of the tie
+    flat[0]["spans"][-3.0, None] = {"words": 0.6, "path_features": [0.0] * 6}
+    assert fit_span_rule(flat)[0] == (-3.0, None)
     bare = [{"kind": "key", "paths": {"mask": 0.5, "words": 0.3}}]
-    assert fit_span_logit(bare) == (None, {}) and bare[0]["paths"]["words"] == 0.3
+    assert fit_span_rule(bare) == (None, {}) and bare[0]["paths"]["words"] == 0.3

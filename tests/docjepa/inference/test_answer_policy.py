@@ -108,6 +108,14 @@ def test_the_word_span_grows_as_its_threshold_falls(predictor):
         assert reading.word_answer[1] == [union_box([predictor.page.words[i].box for i in spans[t]])]
     first, middle, every = (set(v) for v in spans.values())
     assert first == {int(logits.argmax())} and first <= middle <= every and len(every) > 1
+    # The line-break bar in force is the policy's own, else the calibration's; a span under it is one within the
+    # span without it.
+    assert policy.line_threshold is None
+    policy.calibration.line_logit = 2.0
+    assert policy.line_threshold == 2.0 and AnswerPolicy(line_logit=3.0).line_threshold == 3.0
+    barred = AnswerPolicy(span_logit=-1e9, line_logit=1e9).read(predictor.encoded, decoded).word_answer[1]
+    words = word_span(logits, predictor.page, -1e9, 1e9)
+    assert barred == [union_box([predictor.page.words[i].box for i in words])] and set(words) <= every
 
 
 def test_an_uncalibrated_answer_has_no_confidence_and_a_calibrated_one_uses_the_map(predictor):

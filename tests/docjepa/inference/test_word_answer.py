@@ -64,6 +64,19 @@ def test_word_span_grows_through_touching_likely_words_and_never_scatters():
     assert word_span(torch.full((7,), float("-inf")), page) == [] and word_span(torch.empty(0), page) == []
 
 
+def test_a_line_break_needs_the_line_threshold_and_a_line_the_span_threshold():
+    page = _page()
+    # The answer is word 2; its line's words 0 and 1 are likely, and so, less, are 3 and 4 on the line below.
+    logits = torch.tensor([0.5, 1.0, 5.0, 0.5, 0.5, -5.0, -5.0])
+    assert word_span(logits, page) == [0, 1, 2, 3, 4]
+    assert word_span(logits, page, line_threshold=None) == word_span(logits, page, line_threshold=-3.0)
+    assert word_span(logits, page, line_threshold=2.0) == [0, 1, 2]  # the line below stays out
+    # A word of the line below that clears the bar joins, and brings its line's likely words with it.
+    assert word_span(torch.tensor([0.5, 1.0, 5.0, 0.5, 3.0, -5.0, -5.0]), page, line_threshold=2.0) == [0, 1, 2, 3, 4]
+    # On one line the low bar stays: word 1 (logit 1) joins though it is under the line threshold.
+    assert word_span(torch.tensor([-5.0, 1.0, 5.0, -5.0, -5.0, -5.0, -5.0]), page, line_threshold=4.0) == [1, 2]
+
+
 def test_choose_path_and_confidence():
     likely, unlikely = torch.tensor([-1.0, 2.0]), torch.tensor([-3.0, -1.0])
     assert span_confidence(likely) == pytest.approx(1 / (1 + math.exp(-2.0)))
