@@ -13,8 +13,9 @@ The same command fills the longer-training table (:func:`longer_table`): the run
 run continued for 1,000 more, each as ``predict`` and ``extract`` answer; and the token-loss table
 (:func:`balanced_table`): that continuation beside the same one trained with the balanced token loss, with each
 run's span threshold (chosen by ``docjepa calibrate``) and how its value and name answers go wrong
-(``business/RUN-errors.json``, from ``business_errors.py``); and the line-break table, one model calibrated
-without and with the word span's line-break threshold.
+(``business/RUN-errors.json``, from ``business_errors.py``); the line-break table, one model calibrated
+without and with the word span's line-break threshold; and the party-names table, two continuations whose training
+pages differ only in how often the parties' names are asked.
 """
 
 from __future__ import annotations
@@ -42,6 +43,10 @@ BALANCED = {
 LINES_START, LINES_END = "<!-- line-threshold:start -->", "<!-- line-threshold:end -->"
 LINES = {"span threshold alone": "wider-2000c-balanced", "with a line-break threshold": "wider-2000c-balanced-lines"}
 """The line-break table's columns: one model calibrated without and with the line-break threshold."""
+NAMES_START, NAMES_END = "<!-- party-names:start -->", "<!-- party-names:end -->"
+NAMES = {"names as before": "wider-2000c-balanced-lines", "each party's name asked": "wider-2000c-names"}
+"""The party-names table's columns: one continuation trained on pages whose questions differ only in the names
+asked, both calibrated with the line-break threshold."""
 GROUPS = {
     "business pages, `key` mIoU": "kind: key",
     "business pages, `field` mIoU": "kind: field",
@@ -158,6 +163,7 @@ def main(argv: list[str] | None = None) -> str:
         fill_section(doc, LONGER_START, LONGER_END, longer_table(args.results))
         fill_section(doc, BALANCED_START, BALANCED_END, balanced_table(args.results))
         fill_section(doc, LINES_START, LINES_END, balanced_table(args.results, LINES, lines=True))
+        fill_section(doc, NAMES_START, NAMES_END, balanced_table(args.results, NAMES, lines=True))
     print(text)
     return text
 

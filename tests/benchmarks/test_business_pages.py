@@ -205,3 +205,21 @@ def test_the_line_break_table_is_one_model_under_two_calibrations():
     for scored in (res / f"business/{run}.json", res / f"foreign/{run}-words.json", res / f"foreign/{run}.json"):
         s = json.loads(scored.read_text())
         assert (s["span_logit"], s["line_logit"]) == chosen, scored
+
+
+def test_the_party_names_table_is_the_committed_runs():
+    """docs/docjepa-extract.md's party-names table quotes each run's committed JSON files, each scored under the
+    span rule and path threshold its own calibration chose."""
+    import path_model_table as pm
+
+    res = ROOT / "benchmarks/results/docjepa"
+    text = (ROOT / "docs/docjepa-extract.md").read_text()
+    table = text.split(pm.NAMES_START, 1)[1].split(pm.NAMES_END, 1)[0].strip()
+    assert table == pm.balanced_table(res, pm.NAMES, lines=True)
+    for run in pm.NAMES.values():
+        calibration = json.loads((res / f"business/{run}-calibration.json").read_text())
+        chosen = (calibration["word_span"]["span_logit"], calibration["word_span"]["line_logit"])
+        business = json.loads((res / f"business/{run}.json").read_text())
+        assert business["words_threshold"] == calibration["answer_paths"]["words_threshold"]
+        for scored in (business, *(json.loads((res / f"foreign/{run}{s}.json").read_text()) for s in ("-words", ""))):
+            assert (scored["span_logit"], scored["line_logit"]) == chosen

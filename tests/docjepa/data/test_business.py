@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("faker")
 
 from docjepa.data.split import SplitConfig, layout_held_out
-from docjepa.data.synth.business import FAMILIES, NAMES, QUESTIONS, TOTALS
+from docjepa.data.synth.business import FAMILIES, NAME_SHARE, NAMES, QUESTIONS, TOTALS
 from docjepa.data.synth.business_words import KEYS, LANGUAGES, Wording
 from docjepa.data.synth.generate import generate_page
 from docjepa.data.synth.layouts import LAYOUTS
@@ -82,6 +82,19 @@ def test_a_name_question_answers_the_party_name_alone(pages):
                 if set(ids) & set(block.word_ids):
                     assert block.word_ids[: len(ids)] == ids and len(block.word_ids) > len(ids)
     assert asked >= 20
+
+
+def test_each_party_name_is_asked_apart_often_beside_its_block(pages):
+    """Each party's name is asked on most pages, the seller's and the buyer's apart, so some pages ask both and a
+    name is often asked of the page whose block is asked too."""
+    both = beside = 0
+    for page in pages:
+        named = {p for p, ts in NAMES.items() for q in page.questions if q.template in ts}
+        both += named == {"seller", "buyer"}
+        blocks = [set(q.answers[0].word_ids) for q in page.questions if q.kind == "field"]
+        names = [set(q.answers[0].word_ids) for q in page.questions if any(q.template in ts for ts in NAMES.values())]
+        beside += any(n <= b for n in names for b in blocks)
+    assert both >= 0.3 * len(pages) * NAME_SHARE**2 and beside >= len(pages) // 2
 
 
 def test_inline_keys_and_totals_in_the_items_table(pages):

@@ -17,9 +17,9 @@ is the page's **family**:
 The totals have a style of their own (right-aligned lines, a framed total, a footer band, rows closing the items
 table with the values in its amount column, or the total as one large line). Several amounts and several dates
 stand on every page and each question asks for one; a party is asked for by its block (``field``) or by its name
-alone (``key``: "Who is the seller?"). The page's ``layout`` is ``business/<family>/<language>``, so that a family
-or a language can be held out of training whole (:class:`~docjepa.data.split.SplitConfig` holds out a layout when
-any of its parts is listed).
+alone (``key``: "Who is the seller?"; each name on most pages, often beside its block's question). The page's
+``layout`` is ``business/<family>/<language>``, so that a family or a language can be held out of training whole
+(:class:`~docjepa.data.split.SplitConfig` holds out a layout when any of its parts is listed).
 """
 
 from __future__ import annotations
@@ -77,6 +77,9 @@ NAMES = {
     "seller": ["Who is the seller?", "What is the seller's name?", "Who is the supplier?"],
 }
 """Party → the questions that ask for its name alone (``key``)."""
+NAME_SHARE = 0.7
+"""How often each party's name is asked on a page (the buyer's and the seller's apart), so that "Who is the seller?"
+and "What is the seller's address?" are often asked of one page and the name is told from its block."""
 
 
 def business(c: Canvas, _fake: Faker, rng: random.Random, wording=None, vocab=None) -> list[Question]:
@@ -111,9 +114,9 @@ def business(c: Canvas, _fake: Faker, rng: random.Random, wording=None, vocab=No
                 a.ask(BY_LABEL, "key", a.answer(ids), label=w.labels[field])
     for party in rng.sample(sorted(parties), min(2, len(parties))):
         a.ask(PARTIES[party], "field", a.answer(parties[party]))
-    if rng.random() < 0.7:
-        party = rng.choice(sorted(p for p in names if p in NAMES))
-        a.ask(NAMES[party], "key", a.answer(names[party]))
+    for party in sorted(p for p in names if p in NAMES):  # each name most often, its block's question beside it
+        if rng.random() < NAME_SHARE:
+            a.ask(NAMES[party], "key", a.answer(names[party]))
     return a.questions
 
 
