@@ -13,7 +13,7 @@ The same command fills the longer-training table (:func:`longer_table`): the run
 run continued for 1,000 more, each as ``predict`` and ``extract`` answer; and the token-loss table
 (:func:`balanced_table`): that continuation beside the same one trained with the balanced token loss, with each
 run's span threshold (chosen by ``docjepa calibrate``) and how its value and name answers go wrong
-(``business/RUN-errors.json``, from ``business_errors.py``); the line-break table, one model calibrated
+(``business/RUN-errors.json``, from ``business_errors.py``); the line-break table, two models each calibrated
 without and with the word span's line-break threshold; and the party-names table, two continuations whose training
 pages differ only in how often the parties' names are asked.
 """
@@ -41,8 +41,13 @@ BALANCED = {
 }
 """The token-loss table's columns, as :data:`LONGER`."""
 LINES_START, LINES_END = "<!-- line-threshold:start -->", "<!-- line-threshold:end -->"
-LINES = {"span threshold alone": "wider-2000c-balanced", "with a line-break threshold": "wider-2000c-balanced-lines"}
-"""The line-break table's columns: one model calibrated without and with the line-break threshold."""
+LINES = {
+    "balanced, span threshold alone": "wider-2000c-balanced",
+    "balanced, with a line-break threshold": "wider-2000c-balanced-lines",
+    "neighbours, span threshold alone": "wider-2000c-neighbours",
+    "neighbours, with a line-break threshold": "wider-2000c-neighbours-lines",
+}
+"""The line-break table's columns: each model calibrated without and with the line-break threshold."""
 NAMES_START, NAMES_END = "<!-- party-names:start -->", "<!-- party-names:end -->"
 NAMES = {"names as before": "wider-2000c-balanced-lines", "each party's name asked": "wider-2000c-names"}
 """The party-names table's columns: one continuation trained on pages whose questions differ only in the names

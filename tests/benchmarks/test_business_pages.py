@@ -187,8 +187,8 @@ def test_the_token_loss_table_is_the_committed_runs():
         assert sum(errors[s] for s in ("exact", "runs on", "cut short", "another")) == errors["questions"]
 
 
-def test_the_line_break_table_is_one_model_under_two_calibrations():
-    """docs/docjepa-extract.md's line-break table quotes the committed JSON files of one model calibrated without
+def test_the_line_break_table_is_each_model_under_two_calibrations():
+    """docs/docjepa-extract.md's line-break table quotes the committed JSON files of each model calibrated without
     and with the line-break threshold, each scored under the thresholds its calibration chose."""
     import path_model_table as pm
 
@@ -196,15 +196,17 @@ def test_the_line_break_table_is_one_model_under_two_calibrations():
     text = (ROOT / "docs/docjepa-extract.md").read_text()
     table = text.split(pm.LINES_START, 1)[1].split(pm.LINES_END, 1)[0].strip()
     assert table == pm.balanced_table(res, pm.LINES, lines=True)
-    before, after = (json.loads((res / f"business/{r}-calibration.json").read_text()) for r in pm.LINES.values())
-    assert before["word_span"].get("line_logit") is None and after["word_span"]["line_logit"] is not None
-    rules = {(r["span_logit"], r["line_logit"]): r["mIoU"] for r in after["word_span"]["words_mIoU_by_rule"]}
-    chosen = (after["word_span"]["span_logit"], after["word_span"]["line_logit"])
-    assert rules[chosen] == max(rules.values()) and rules[chosen] > rules[chosen[0], None]
-    run = pm.LINES["with a line-break threshold"]
-    for scored in (res / f"business/{run}.json", res / f"foreign/{run}-words.json", res / f"foreign/{run}.json"):
-        s = json.loads(scored.read_text())
-        assert (s["span_logit"], s["line_logit"]) == chosen, scored
+    runs = list(pm.LINES.values())
+    for before, run in zip(runs[::2], runs[1::2]):
+        assert run == f"{before}-lines"
+        old, new = (json.loads((res / f"business/{r}-calibration.json").read_text()) for r in (before, run))
+        assert old["word_span"].get("line_logit") is None and new["word_span"]["line_logit"] is not None
+        rules = {(r["span_logit"], r["line_logit"]): r["mIoU"] for r in new["word_span"]["words_mIoU_by_rule"]}
+        chosen = (new["word_span"]["span_logit"], new["word_span"]["line_logit"])
+        assert rules[chosen] == max(rules.values()) and rules[chosen] > rules[chosen[0], None]
+        for scored in (res / f"business/{run}.json", res / f"foreign/{run}-words.json", res / f"foreign/{run}.json"):
+            s = json.loads(scored.read_text())
+            assert (s["span_logit"], s["line_logit"]) == chosen, scored
 
 
 def test_the_party_names_table_is_the_committed_runs():
