@@ -15,7 +15,7 @@ run continued for 1,000 more, each as ``predict`` and ``extract`` answer; and th
 run's span threshold (chosen by ``docjepa calibrate``) and how its value and name answers go wrong
 (``business/RUN-errors.json``, from ``business_errors.py``); the line-break table, two models each calibrated
 without and with the word span's line-break threshold; and the party-names table, two continuations whose training
-pages differ only in how often the parties' names are asked.
+pages differ only in how often the parties' names are asked (one of them also with the neighbours token loss).
 """
 
 from __future__ import annotations
@@ -49,9 +49,13 @@ LINES = {
 }
 """The line-break table's columns: each model calibrated without and with the line-break threshold."""
 NAMES_START, NAMES_END = "<!-- party-names:start -->", "<!-- party-names:end -->"
-NAMES = {"names as before": "wider-2000c-balanced-lines", "each party's name asked": "wider-2000c-names"}
+NAMES = {
+    "names as before": "wider-2000c-balanced-lines",
+    "each party's name asked": "wider-2000c-names",
+    "each party's name asked, neighbours loss": "wider-2000c-names-neighbours",
+}
 """The party-names table's columns: one continuation trained on pages whose questions differ only in the names
-asked, both calibrated with the line-break threshold."""
+asked, and the second of them again with the neighbours token loss, all calibrated with the line-break threshold."""
 GROUPS = {
     "business pages, `key` mIoU": "kind: key",
     "business pages, `field` mIoU": "kind: field",

@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks" / "scripts"))
 
@@ -209,16 +211,18 @@ def test_the_line_break_table_is_each_model_under_two_calibrations():
             assert (s["span_logit"], s["line_logit"]) == chosen, scored
 
 
-def test_the_party_names_table_is_the_committed_runs():
-    """docs/docjepa-extract.md's party-names table quotes each run's committed JSON files, each scored under the
-    span rule and path threshold its own calibration chose."""
+@pytest.mark.parametrize("which", ["NAMES"])
+def test_the_party_names_and_grammar_tables_are_the_committed_runs(which):
+    """docs/docjepa-extract.md's party-names and grammar tables quote each run's committed JSON files, each scored
+    under the span rule and path threshold its own calibration chose."""
     import path_model_table as pm
 
     res = ROOT / "benchmarks/results/docjepa"
     text = (ROOT / "docs/docjepa-extract.md").read_text()
-    table = text.split(pm.NAMES_START, 1)[1].split(pm.NAMES_END, 1)[0].strip()
-    assert table == pm.balanced_table(res, pm.NAMES, lines=True)
-    for run in pm.NAMES.values():
+    start, end, runs = getattr(pm, f"{which}_START"), getattr(pm, f"{which}_END"), getattr(pm, which)
+    table = text.split(start, 1)[1].split(end, 1)[0].strip()
+    assert table == pm.balanced_table(res, runs, lines=True)
+    for run in runs.values():
         calibration = json.loads((res / f"business/{run}-calibration.json").read_text())
         chosen = (calibration["word_span"]["span_logit"], calibration["word_span"]["line_logit"])
         business = json.loads((res / f"business/{run}.json").read_text())
