@@ -14,8 +14,9 @@ run continued for 1,000 more, each as ``predict`` and ``extract`` answer; and th
 (:func:`balanced_table`): that continuation beside the same one trained with the balanced token loss, with each
 run's span threshold (chosen by ``docjepa calibrate``) and how its value and name answers go wrong
 (``business/RUN-errors.json``, from ``business_errors.py``); the line-break table, two models each calibrated
-without and with the word span's line-break threshold; and the party-names table, two continuations whose training
-pages differ only in how often the parties' names are asked (one of them also with the neighbours token loss).
+without and with the word span's line-break threshold; the party-names table, two continuations whose training
+pages differ only in how often the parties' names are asked; and the grammar table, two continuations whose
+training pages differ only in the grammar that drew them.
 """
 
 from __future__ import annotations
@@ -56,6 +57,13 @@ NAMES = {
 }
 """The party-names table's columns: one continuation trained on pages whose questions differ only in the names
 asked, and the second of them again with the neighbours token loss, all calibrated with the line-break threshold."""
+GRAMMAR_START, GRAMMAR_END = "<!-- grammar-breakdown:start -->", "<!-- grammar-breakdown:end -->"
+GRAMMAR = {
+    "grammar as before": "wider-2000c-names",
+    "tax breakdown, parties beside, nine languages": "wider-2000c-grammar",
+}
+"""The grammar table's columns: one continuation trained on the pages of two grammars (the same seed, loss and
+schedule), both calibrated with the line-break threshold."""
 GROUPS = {
     "business pages, `key` mIoU": "kind: key",
     "business pages, `field` mIoU": "kind: field",
@@ -173,6 +181,7 @@ def main(argv: list[str] | None = None) -> str:
         fill_section(doc, BALANCED_START, BALANCED_END, balanced_table(args.results))
         fill_section(doc, LINES_START, LINES_END, balanced_table(args.results, LINES, lines=True))
         fill_section(doc, NAMES_START, NAMES_END, balanced_table(args.results, NAMES, lines=True))
+        fill_section(doc, GRAMMAR_START, GRAMMAR_END, balanced_table(args.results, GRAMMAR, lines=True))
     print(text)
     return text
 

@@ -211,7 +211,7 @@ def test_the_line_break_table_is_each_model_under_two_calibrations():
             assert (s["span_logit"], s["line_logit"]) == chosen, scored
 
 
-@pytest.mark.parametrize("which", ["NAMES"])
+@pytest.mark.parametrize("which", ["NAMES", "GRAMMAR"])
 def test_the_party_names_and_grammar_tables_are_the_committed_runs(which):
     """docs/docjepa-extract.md's party-names and grammar tables quote each run's committed JSON files, each scored
     under the span rule and path threshold its own calibration chose."""

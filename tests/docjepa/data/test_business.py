@@ -11,7 +11,7 @@ pytest.importorskip("faker")
 
 from docjepa.data.split import SplitConfig, layout_held_out
 from docjepa.data.synth.business import FAMILIES, NAME_SHARE, NAMES, QUESTIONS, TOTALS
-from docjepa.data.synth.business_words import KEYS, LANGUAGES, Wording
+from docjepa.data.synth.business_words import BREAKDOWN, KEYS, LANGUAGES, Wording
 from docjepa.data.synth.generate import generate_page
 from docjepa.data.synth.layouts import LAYOUTS
 from docjepa.data.synth.phrasings import EXTRA
@@ -124,6 +124,52 @@ def test_inline_keys_and_totals_in_the_items_table(pages):
     assert in_table >= 3
 
 
+def _texts(page, ids) -> str:
+    return " ".join(page.words[i].text for i in ids)
+
+
+def test_a_tax_breakdown_puts_tax_and_net_under_their_headings(pages):
+    """On a page whose totals are a tax breakdown (the page's tax label heading the tax asked for), the net left of
+    it is the subtotal asked for, the gross right of it repeats the total, which is asked on its own line below."""
+    labels = {x.split()[0] for ws in KEYS["tax"].values() for x in ws}
+    seen = 0
+    for page in pages:
+        answers = {f: q.answers[0] for q in page.questions for f in ("tax", "subtotal", "total")
+                   if q.template in wordings(f)}  # fmt: skip
+        if "tax" not in answers:
+            continue
+        tax = page.words[answers["tax"].word_ids[0]].box
+        above = [
+            w.text for w in page.words if abs(w.box[0] - tax[0]) < 1 and 0 < tax[1] - w.box[3] < 0.03 * page.height
+        ]
+        if not above or above[0] not in labels:
+            continue  # a tax line, not a breakdown
+        seen += 1
+        line = [k for _, k in _line(page, answers["tax"].word_ids)]
+        start, end = line.index(answers["tax"].word_ids[0]), line.index(answers["tax"].word_ids[-1])
+        assert _texts(page, line[end + 1 :]) == answers["total"].text  # the gross cell: the total's value again
+        assert line[start - len(answers["subtotal"].word_ids) : start] == answers["subtotal"].word_ids
+        assert page.words[answers["total"].word_ids[0]].box[1] > tax[3]  # the total on its own line below
+        rates = {x for hs in BREAKDOWN.values() for x in hs[0]}
+        assert any(" ".join(w.text for w in page.words[k : k + 2]) in rates or page.words[k].text in rates
+                   for k in range(len(page.words)))  # fmt: skip
+    assert seen >= 5
+
+
+def test_parties_stand_beside_the_keys_on_some_pages(pages):
+    """Some pages stack the parties in the left half beside the keys and values: a party's name on a line the dates
+    share, left of them."""
+    beside = 0
+    for page in pages:
+        names = [q.answers[0].word_ids for q in page.questions if any(q.template in ts for ts in NAMES.values())]
+        dates = [q.answers[0].word_ids for q in page.questions if q.template in wordings("date") | wordings("due date")]
+        for ids in dates:
+            box = page.words[ids[0]].box
+            row = {k for _, k in _line(page, ids) if page.words[k].box[2] < page.width * 0.5}
+            beside += any(set(n) <= row for n in names) and box[0] > page.width * 0.5
+    assert beside >= 5
+
+
 def test_a_family_and_a_language_are_held_out_whole():
     cfg = SplitConfig()
     assert layout_held_out("business/boxed/de", cfg) and layout_held_out("business/right/it", cfg)
@@ -138,6 +184,10 @@ def test_wordings_print_amounts_and_dates_as_the_language_does():
     assert seen <= {"1.234,50 €", "1.234,50 EUR", "1.234,50", "1234,50 €"} and "1.234,50 €" in seen
     fr = {Wording("fr", rng).date(datetime.date(2024, 3, 5)) for _ in range(40)}
     assert "5 mars 2024" in fr and "05/03/2024" in fr
+    cs = {Wording("cs", rng).date(datetime.date(2025, 2, 21)) for _ in range(40)}
+    assert {"21. 2. 2025", "21.02.2025", "21. února 2025"} <= cs
+    pt = {Wording("pt", rng).money(23762.27) for _ in range(60)}
+    assert {"23.762,27 €", "R$ 23.762,27", "23 762,27 €"} <= pt
 
 
 def test_the_default_mix_is_unchanged():

@@ -1,11 +1,11 @@
 """Business documents drawn from a layout grammar instead of one template: the ``business`` layout.
 
-A page is an invoice in one of six languages (:mod:`.business_words`): a header (logo, seller, title; sometimes the
+A page is an invoice in one of nine languages (:mod:`.business_words`): a header (logo, seller, title; sometimes the
 invoice number's key and value in the title's place), a block of keys and values (number, dates, order and
 customer numbers), the parties in one to three columns (the seller among them on some pages, each a name and
-address under its heading or written as keys and values), the line items (sometimes with a unit and a tax-rate
-column), the totals, a footer (bank details, page number), sometimes a stamp. Where a value stands against its key
-is the page's **family**:
+address under its heading or written as keys and values; on some pages stacked in a column beside the keys and
+values), the line items (sometimes with a unit and a tax-rate column), the totals, a footer (bank details, page
+number), sometimes a stamp. Where a value stands against its key is the page's **family**:
 
 - ``right``: the value right of its key on the same line, at a distance the page draws;
 - ``below``: the key small above, the value under it;
@@ -15,9 +15,10 @@ is the page's **family**:
 - ``inline``: the value one space after its key ("Due date: 24/01/2024").
 
 The totals have a style of their own (right-aligned lines, a framed total, a footer band, rows closing the items
-table with the values in its amount column, or the total as one large line). Several amounts and several dates
-stand on every page and each question asks for one; a party is asked for by its block (``field``) or by its name
-alone (``key``: "Who is the seller?"; each name on most pages, often beside its block's question). The page's
+table with the values in its amount column, the total as one large line, or a tax breakdown table, rate, net, tax
+and gross under their headings, above the total's line). Several amounts and several dates stand on every page and
+each question asks for one; a party is asked for by its block (``field``) or by its name alone (``key``: "Who is
+the seller?"; each name on most pages, often beside its block's question). The page's
 ``layout`` is ``business/<family>/<language>``, so that a family or a language can be held out of training whole
 (:class:`~docjepa.data.split.SplitConfig` holds out a layout when any of its parts is listed).
 """
@@ -33,6 +34,7 @@ from ..record import Question
 from .business_words import (
     ADDRESS_KEYS,
     BANK,
+    BREAKDOWN,
     HEADINGS,
     LANGUAGES,
     LOCALES,
@@ -49,7 +51,7 @@ from .canvas import Canvas
 from .layouts import ITEMS, Asker, _address_lines, locale_faker
 
 FAMILIES = ("right", "below", "boxed", "table", "band", "inline")
-TOTALS = ("right", "boxed", "footer", "table", "inline")
+TOTALS = ("right", "boxed", "footer", "table", "inline", "breakdown")
 META = ("number", "date", "due date", "order number", "customer number", "delivery date")
 
 QUESTIONS = {
@@ -77,6 +79,9 @@ NAMES = {
     "seller": ["Who is the seller?", "What is the seller's name?", "Who is the supplier?"],
 }
 """Party → the questions that ask for its name alone (``key``)."""
+BESIDE_SHARE = 0.3
+"""How often the parties stand stacked in the left half beside the keys and values (in the families that draw them
+in one column), instead of below them."""
 NAME_SHARE = 0.7
 """How often each party's name is asked on a page (the buyer's and the seller's apart), so that "Who is the seller?"
 and "What is the seller's address?" are often asked of one page and the name is told from its block."""
@@ -95,17 +100,22 @@ def business(c: Canvas, _fake: Faker, rng: random.Random, wording=None, vocab=No
     seller_block, number_in_title = rng.random() < 0.4, rng.random() < 0.2
     header, titled, y = _header(c, fake, rng, w, m, not seller_block, values["number"] if number_in_title else None)
     shown = ["number", "date", "due date", *rng.sample(META[3:], rng.randint(1, 3))][int(number_in_title) :]
-    found, y = _meta(c, rng, w, family, [(f, values[f]) for f in shown], m, y)
+    beside = family in ("right", "below", "boxed", "inline") and rng.random() < BESIDE_SHARE
+    found, below_meta = _meta(
+        c, rng, w, family, [(f, values[f]) for f in shown], m, y, c.width * 0.52 if beside else None
+    )
     if titled:
         found["number"] = titled
-    parties, names, y = _parties(c, fake, rng, w, m, y + c.px(20), seller_block)
+    top = y if beside else below_meta + c.px(20)
+    parties, names, y = _parties(c, fake, rng, w, m, top, seller_block, c.width * 0.48 if beside else None)
+    y = max(y, below_meta) if beside else y
     parties, names = {**header[0], **parties}, {**header[1], **names}
     amounts, y, amount_x = _items(c, rng, w, lang, m, y + c.px(25))
     found |= _totals(c, rng, w, totals_style, amounts, m, y + c.px(12), amount_x)
     total = _footer(c, fake, rng, w, m, lang, w.money(amounts["total"]) if totals_style == "footer" else None)
     if total:
         found["total"] = total
-    if rng.random() < 0.3:
+    if rng.random() < 0.3 and totals_style != "breakdown":  # a stamp left of the totals, not over a table
         _stamp(c, m, y + c.px(20), STAMPS[lang])
     for field, ids in found.items():
         if field in QUESTIONS:
@@ -198,8 +208,9 @@ def _pair(c: Canvas, family: str, label: str, value: str, x: float, y: float, wi
     return c.text(x + c.px(4), y + c.px(15), value, "sans", 12), c.px(46)
 
 
-def _meta(c: Canvas, rng: random.Random, w: Wording, family: str, pairs: list, m: float, y: float):
-    """The keys and values block; returns ({field: the value's words}, the y below it)."""
+def _meta(c: Canvas, rng: random.Random, w: Wording, family: str, pairs: list, m: float, y: float, x0=None):
+    """The keys and values block (from ``x0`` in one column when given); returns ({field: the value's words}, the y
+    below it)."""
     text = [(f, w.label(f), w.date(v) if isinstance(v, datetime.date) else v) for f, v in pairs]
     found = {}
     if family in ("table", "band"):
@@ -214,8 +225,8 @@ def _meta(c: Canvas, rng: random.Random, w: Wording, family: str, pairs: list, m
             c.text(x, y, label.rstrip(":"), "sans-bold", 9, max_x=x + width - c.px(6))
             found[field] = c.text(x, y + c.px(21), value, "sans", 11, max_x=x + width - c.px(6))
         return found, y + c.px(58)
-    columns = rng.choice([1, 2]) if family not in ("right", "inline") else 1
-    x0 = rng.choice([m, c.width * (0.45 if family == "inline" else 0.52)])
+    columns = rng.choice([1, 2]) if family not in ("right", "inline") and x0 is None else 1
+    x0 = x0 if x0 is not None else rng.choice([m, c.width * (0.45 if family == "inline" else 0.52)])
     width = (c.width - m - x0) / columns if x0 > m else c.width * 0.42 / columns
     top = y
     for k, (field, label, value) in enumerate(text):
@@ -225,15 +236,15 @@ def _meta(c: Canvas, rng: random.Random, w: Wording, family: str, pairs: list, m
     return found, max(y + c.px(46), top + c.px(46))
 
 
-def _parties(c: Canvas, fake: Faker, rng: random.Random, w: Wording, m: float, y: float, seller: bool):
-    """The buyer (the seller first when ``seller``, a delivery address sometimes) in one to three columns, each a
-    name and address under its heading, or written as keys and values (name, street, town); returns ({party: its
-    words}, {party: its name's words}, the y below)."""
+def _parties(c: Canvas, fake: Faker, rng: random.Random, w: Wording, m: float, y: float, seller: bool, right=None):
+    """The buyer (the seller first when ``seller``, a delivery address sometimes) in one to three columns (one, ending
+    at ``right``, when given), each a name and address under its heading, or written as keys and values (name,
+    street, town); returns ({party: its words}, {party: its name's words}, the y below)."""
     names = ["seller"] * seller + ["buyer"] + (["ship to"] if rng.random() < 0.5 else [])
-    cols = min(3, max(len(names), rng.randint(1, 3)))
+    cols = 1 if right is not None else min(3, max(len(names), rng.randint(1, 3)))
     keyed = cols < 3 and rng.random() < 0.4
     heading = rng.choice([11, 11, 15])
-    width = (c.width - 2 * m) / cols
+    width = ((right if right is not None else c.width - m) - m) / cols
     out, who, bottom = {}, {}, y
     for k, name in enumerate(names):
         x, yy = m + k * width, y
@@ -297,8 +308,12 @@ def _totals(c: Canvas, rng: random.Random, w: Wording, style: str, amounts: dict
     lx, vx = c.width * rng.uniform(0.5, 0.62), c.width * 0.8
     found = {}
     fields = ["subtotal", "tax"] + ([] if style == "footer" else ["total"])
+    if style == "breakdown":
+        found, y = _breakdown(c, rng, w, amounts, m, y)
+        fields = ["total"]
+    rate = f"({amounts['rate']:.0%})" if rng.random() < 0.3 else f"{amounts['rate']:.0%}"
     for field in fields:
-        label = w.label(field) if field != "tax" else f"{w.labels['tax']} {amounts['rate']:.0%}" + ":" * w.colon
+        label = w.label(field) if field != "tax" else f"{w.labels['tax']} {rate}" + ":" * w.colon
         font = "sans-bold" if field == "total" else "sans"
         if field == "total" and style == "inline":
             y += c.px(10)
@@ -318,6 +333,26 @@ def _totals(c: Canvas, rng: random.Random, w: Wording, style: str, amounts: dict
         found[field] = c.text(vx, y, w.money(amounts[field]), font, 12)
         y += c.px(24)
     return found
+
+
+def _breakdown(c: Canvas, rng: random.Random, w: Wording, amounts: dict, m: float, y: float):
+    """The tax breakdown: rate, net, tax (the page's own tax label) and gross under their headings, one row, on the
+    left or the right; returns ({"subtotal": the net's words, "tax": the tax's words}, the y below)."""
+    rates, nets, grosses = BREAKDOWN[w.lang]
+    heads = [rng.choice(rates), rng.choice(nets), w.labels["tax"], rng.choice(grosses)]
+    cells = [f"{amounts['rate']:.2%}" if rng.random() < 0.4 else f"{amounts['rate']:.0%}",
+             *(w.money(amounts[k]) for k in ("subtotal", "tax", "total"))]  # fmt: skip
+    col = c.width * rng.uniform(0.13, 0.16)
+    x0 = m if rng.random() < 0.6 else c.width - m - 4 * col
+    c.hline(x0, x0 + 4 * col - c.px(6), y + c.px(16), 1, "#999")
+    found = {}
+    for k, (head, cell) in enumerate(zip(heads, cells)):
+        x = x0 + k * col
+        c.text(x, y, head, "sans-bold", 10, max_x=x + col - c.px(6))
+        ids = c.text(x, y + c.px(22), cell, "sans", 10)
+        if k in (1, 2):
+            found["subtotal" if k == 1 else "tax"] = ids
+    return found, y + c.px(56)
 
 
 def _footer(c: Canvas, fake: Faker, rng: random.Random, w: Wording, m: float, lang: str, total: str | None):

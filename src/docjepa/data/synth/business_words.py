@@ -1,4 +1,4 @@
-"""The words business documents print, in six languages: the labels of their keys (with the synonyms and
+"""The words business documents print, in nine languages: the labels of their keys (with the synonyms and
 abbreviations real documents use), titles, column headings, month names, number and date formats.
 
 Used by :mod:`.business`. Each language's keys are tuples of wordings; a page picks one wording per key.
@@ -9,8 +9,9 @@ from __future__ import annotations
 import datetime
 import random
 
-LANGUAGES = ("en", "fr", "de", "nl", "es", "it")
-LOCALES = {"en": "en_GB", "fr": "fr_FR", "de": "de_DE", "nl": "nl_NL", "es": "es_ES", "it": "it_IT"}
+LANGUAGES = ("en", "fr", "de", "nl", "es", "it", "pt", "pl", "cs")
+LOCALES = {"en": "en_GB", "fr": "fr_FR", "de": "de_DE", "nl": "nl_NL", "es": "es_ES", "it": "it_IT", "pt": "pt_PT",
+           "pl": "pl_PL", "cs": "cs_CZ"}  # fmt: skip
 """Faker's locale for each language's names, companies and addresses."""
 
 KEYS: dict[str, dict[str, tuple[str, ...]]] = {
@@ -21,6 +22,9 @@ KEYS: dict[str, dict[str, tuple[str, ...]]] = {
         "nl": ("Factuurnummer", "Factuurnr.", "Factuur nr."),
         "es": ("Nº de factura", "Número de factura", "Factura n.º", "N.º factura"),
         "it": ("Numero fattura", "Fattura n.", "N. fattura", "Fattura numero"),
+        "pt": ("Fatura n.º", "N.º da fatura", "Número da fatura", "Fatura nº"),
+        "pl": ("Faktura nr", "Numer faktury", "Nr faktury", "Faktura VAT nr"),
+        "cs": ("Faktura č.", "Číslo faktury", "Daňový doklad č.", "Číslo dokladu"),
     },
     "date": {
         "en": ("Invoice date", "Date", "Date of issue", "Issue date"),
@@ -29,6 +33,9 @@ KEYS: dict[str, dict[str, tuple[str, ...]]] = {
         "nl": ("Factuurdatum", "Datum", "Datum factuur"),
         "es": ("Fecha de factura", "Fecha", "Fecha de emisión"),
         "it": ("Data fattura", "Data", "Data di emissione", "Data documento"),
+        "pt": ("Data da fatura", "Data", "Data de emissão", "Emitida em"),
+        "pl": ("Data wystawienia", "Data", "Data faktury", "Wystawiono"),
+        "cs": ("Datum vystavení", "Datum", "Vystaveno", "Den vystavení"),
     },
     "due date": {
         "en": ("Due date", "Payment due", "Pay by", "Due by"),
@@ -37,6 +44,9 @@ KEYS: dict[str, dict[str, tuple[str, ...]]] = {
         "nl": ("Vervaldatum", "Te betalen voor", "Uiterste betaaldatum"),
         "es": ("Fecha de vencimiento", "Vencimiento", "Pagar antes de"),
         "it": ("Data di scadenza", "Scadenza", "Da pagare entro"),
+        "pt": ("Data de vencimento", "Vencimento", "Pagar até", "Data limite de pagamento"),
+        "pl": ("Termin płatności", "Płatne do", "Data płatności"),
+        "cs": ("Datum splatnosti", "Splatnost", "Splatno do"),
     },
     "delivery date": {
         "en": ("Delivery date", "Shipped on", "Date of supply"),
@@ -45,6 +55,9 @@ KEYS: dict[str, dict[str, tuple[str, ...]]] = {
         "nl": ("Leverdatum", "Geleverd op"),
         "es": ("Fecha de entrega", "Entregado el"),
         "it": ("Data di consegna", "Consegnato il"),
+        "pt": ("Data de entrega", "Entregue em"),
+        "pl": ("Data dostawy", "Data sprzedaży"),
+        "cs": ("Datum dodání", "Datum zdanitelného plnění", "DUZP"),
     },
     "order number": {
         "en": ("Order no.", "PO number", "Purchase order", "Your order"),
@@ -53,6 +66,9 @@ KEYS: dict[str, dict[str, tuple[str, ...]]] = {
         "nl": ("Bestelnummer", "Ordernummer", "Uw order"),
         "es": ("Nº de pedido", "Pedido", "Su pedido"),
         "it": ("Numero ordine", "Ordine n.", "Vs. ordine"),
+        "pt": ("N.º da encomenda", "Pedido n.º", "Sua encomenda"),
+        "pl": ("Numer zamówienia", "Zamówienie nr", "Nr zamówienia"),
+        "cs": ("Číslo objednávky", "Objednávka č.", "Vaše objednávka"),
     },
     "customer number": {
         "en": ("Customer no.", "Customer ID", "Account no."),
@@ -61,6 +77,9 @@ KEYS: dict[str, dict[str, tuple[str, ...]]] = {
         "nl": ("Klantnummer", "Klantnr.", "Debiteurnummer"),
         "es": ("Nº de cliente", "Código de cliente", "Cliente nº"),
         "it": ("Codice cliente", "Cliente n.", "Cod. cliente"),
+        "pt": ("N.º de cliente", "Código do cliente", "Cliente n.º"),
+        "pl": ("Numer klienta", "Nr klienta", "Kod klienta"),
+        "cs": ("Číslo zákazníka", "Zákaznické číslo", "Č. odběratele"),
     },
     "subtotal": {
         "en": ("Subtotal", "Net amount", "Net total"),
@@ -69,14 +88,20 @@ KEYS: dict[str, dict[str, tuple[str, ...]]] = {
         "nl": ("Subtotaal", "Totaal excl. btw", "Netto bedrag"),
         "es": ("Subtotal", "Base imponible", "Importe neto"),
         "it": ("Imponibile", "Subtotale", "Totale imponibile"),
+        "pt": ("Subtotal", "Valor líquido", "Total sem IVA", "Base tributável"),
+        "pl": ("Wartość netto", "Razem netto", "Suma netto"),
+        "cs": ("Základ daně", "Mezisoučet", "Celkem bez DPH"),
     },
     "tax": {
-        "en": ("VAT", "Tax", "Sales tax", "VAT amount"),
+        "en": ("VAT", "Tax", "Sales tax", "VAT amount", "Tax amount", "Total VAT"),
         "fr": ("TVA", "Montant TVA", "Total TVA"),
         "de": ("MwSt.", "USt.", "Mehrwertsteuer", "Umsatzsteuer"),
         "nl": ("BTW", "Btw-bedrag", "Btw"),
         "es": ("IVA", "Impuestos", "Cuota IVA"),
         "it": ("IVA", "Imposta", "Totale IVA"),
+        "pt": ("IVA", "Impostos", "Valor do IVA", "Total de impostos"),
+        "pl": ("VAT", "Kwota VAT", "Podatek VAT"),
+        "cs": ("DPH", "Daň", "Výše DPH", "Celkem DPH"),
     },
     "total": {
         "en": ("Total", "Amount due", "Grand total", "Total due", "Balance due"),
@@ -85,22 +110,31 @@ KEYS: dict[str, dict[str, tuple[str, ...]]] = {
         "nl": ("Totaal", "Te betalen", "Totaalbedrag", "Totaal incl. btw"),
         "es": ("Total", "Importe total", "Total a pagar", "Total factura"),
         "it": ("Totale", "Totale fattura", "Importo totale", "Totale da pagare"),
+        "pt": ("Total", "Total a pagar", "Valor total", "Total com IVA"),
+        "pl": ("Razem", "Do zapłaty", "Razem brutto", "Kwota do zapłaty"),
+        "cs": ("Celkem", "Celkem k úhradě", "K úhradě", "Celkem s DPH"),
     },
     "buyer": {
-        "en": ("Bill to", "Invoice to", "Customer", "Billed to"),
+        "en": ("Bill to", "Invoice to", "Customer", "Billed to", "Client", "Sold to"),
         "fr": ("Facturé à", "Client", "Adresse de facturation"),
         "de": ("Rechnungsempfänger", "Kunde", "Rechnungsadresse"),
         "nl": ("Factuuradres", "Klant", "Gefactureerd aan"),
         "es": ("Facturar a", "Cliente", "Datos del cliente"),
         "it": ("Intestatario", "Cliente", "Fatturare a", "Spett.le"),
+        "pt": ("Cliente", "Faturar a", "Adquirente", "Dados do cliente"),
+        "pl": ("Nabywca", "Kupujący", "Odbiorca", "Klient"),
+        "cs": ("Odběratel", "Zákazník", "Příjemce", "Fakturační adresa"),
     },
     "seller": {
-        "en": ("From", "Seller", "Supplier", "Provider", "Issued by"),
+        "en": ("From", "Seller", "Supplier", "Provider", "Issued by", "Service provider", "Vendor"),
         "fr": ("Vendeur", "Fournisseur", "Émetteur", "Prestataire"),
         "de": ("Verkäufer", "Lieferant", "Rechnungssteller", "Absender"),
         "nl": ("Verkoper", "Leverancier", "Afzender"),
         "es": ("Vendedor", "Proveedor", "Emisor"),
         "it": ("Venditore", "Fornitore", "Cedente", "Mittente"),
+        "pt": ("Fornecedor", "Vendedor", "Emitente", "Prestador"),
+        "pl": ("Sprzedawca", "Dostawca", "Wystawca"),
+        "cs": ("Dodavatel", "Prodávající", "Poskytovatel", "Vystavil"),
     },
     "ship to": {
         "en": ("Ship to", "Delivery address", "Deliver to"),
@@ -109,6 +143,9 @@ KEYS: dict[str, dict[str, tuple[str, ...]]] = {
         "nl": ("Afleveradres", "Leveradres"),
         "es": ("Enviar a", "Dirección de entrega"),
         "it": ("Spedire a", "Indirizzo di consegna", "Destinazione merce"),
+        "pt": ("Enviar para", "Morada de entrega", "Local de entrega"),
+        "pl": ("Adres dostawy", "Miejsce dostawy"),
+        "cs": ("Dodací adresa", "Místo dodání"),
     },
 }
 """Field → language → the wordings of its label."""
@@ -120,6 +157,9 @@ TITLES = {
     "nl": ("FACTUUR", "Factuur"),
     "es": ("FACTURA", "Factura"),
     "it": ("FATTURA", "Fattura"),
+    "pt": ("FATURA", "Fatura", "Fatura-recibo"),
+    "pl": ("FAKTURA", "Faktura VAT", "Faktura"),
+    "cs": ("FAKTURA", "Faktura – daňový doklad", "Daňový doklad"),
 }
 HEADINGS = {
     "en": ("Description", "Qty", "Unit price", "Amount"),
@@ -128,11 +168,17 @@ HEADINGS = {
     "nl": ("Omschrijving", "Aantal", "Prijs", "Bedrag"),
     "es": ("Concepto", "Cant.", "Precio", "Importe"),
     "it": ("Descrizione", "Q.tà", "Prezzo", "Importo"),
+    "pt": ("Descrição", "Qtd.", "Preço unitário", "Valor"),
+    "pl": ("Nazwa", "Ilość", "Cena jedn.", "Wartość"),
+    "cs": ("Označení", "Množství", "Cena/MJ", "Částka"),
 }
-UNIT_HEADING = {"en": "Unit", "fr": "Unité", "de": "Einheit", "nl": "Eenheid", "es": "Unidad", "it": "U.M."}
+UNIT_HEADING = {"en": "Unit", "fr": "Unité", "de": "Einheit", "nl": "Eenheid", "es": "Unidad", "it": "U.M.",
+                "pt": "Unidade", "pl": "J.m.", "cs": "MJ"}  # fmt: skip
 UNITS = {"en": ("pcs", "h", "ea"), "fr": ("pce", "h", "u."), "de": ("Stk.", "Std.", "St."), "nl": ("st.", "uur"),
-         "es": ("ud.", "h", "uds."), "it": ("pz.", "ore", "n.")}  # fmt: skip
-RATE_HEADING = {"en": "VAT %", "fr": "TVA %", "de": "MwSt. %", "nl": "Btw %", "es": "IVA %", "it": "IVA %"}
+         "es": ("ud.", "h", "uds."), "it": ("pz.", "ore", "n."), "pt": ("un.", "h", "pç."), "pl": ("szt.", "godz."),
+         "cs": ("ks", "hod", "kus")}  # fmt: skip
+RATE_HEADING = {"en": "VAT %", "fr": "TVA %", "de": "MwSt. %", "nl": "Btw %", "es": "IVA %", "it": "IVA %",
+                "pt": "IVA %", "pl": "VAT %", "cs": "DPH %"}  # fmt: skip
 ADDRESS_KEYS = {  # a party written as keys and values: its name, its street, its town
     "en": ("Name", "Street", "City"),
     "fr": ("Nom", "Adresse", "Ville"),
@@ -140,12 +186,34 @@ ADDRESS_KEYS = {  # a party written as keys and values: its name, its street, it
     "nl": ("Naam", "Adres", "Plaats"),
     "es": ("Nombre", "Dirección", "Ciudad"),
     "it": ("Nome", "Indirizzo", "Città"),
+    "pt": ("Nome", "Morada", "Localidade"),
+    "pl": ("Nazwa", "Ulica", "Miejscowość"),
+    "cs": ("Název", "Ulice", "Obec"),
 }
-STAMPS = {"en": "PAID", "fr": "PAYÉ", "de": "BEZAHLT", "nl": "BETAALD", "es": "PAGADO", "it": "PAGATO"}
+BREAKDOWN = {  # the tax breakdown's column headings beside the page's own tax label: (rate, net, gross) wordings
+    "en": (
+        ("VAT rate", "Rate", "Tax rate"),
+        ("Net", "Without VAT", "Taxable amount"),
+        ("Gross", "With VAT", "Incl. VAT"),
+    ),
+    "fr": (("Taux TVA", "Taux"), ("Base HT", "HT"), ("TTC", "Montant TTC")),
+    "de": (("MwSt.-Satz", "Steuersatz"), ("Netto", "Nettobetrag"), ("Brutto", "Bruttobetrag")),
+    "nl": (("Btw-tarief", "Tarief"), ("Netto", "Excl. btw"), ("Bruto", "Incl. btw")),
+    "es": (("Tipo IVA", "Tipo"), ("Base imponible", "Base"), ("Con IVA", "Bruto")),
+    "it": (("Aliquota", "Aliquota IVA"), ("Imponibile",), ("Lordo", "Con IVA")),
+    "pt": (("Taxa IVA", "Taxa"), ("Sem IVA", "Base"), ("Com IVA", "Bruto")),
+    "pl": (("Stawka VAT", "Stawka"), ("Netto", "Wartość netto"), ("Brutto", "Wartość brutto")),
+    "cs": (("Sazba DPH", "Sazba"), ("Bez DPH", "Základ"), ("S DPH", "Včetně DPH")),
+}
+STAMPS = {"en": "PAID", "fr": "PAYÉ", "de": "BEZAHLT", "nl": "BETAALD", "es": "PAGADO", "it": "PAGATO", "pt": "PAGO",
+          "pl": "ZAPŁACONO", "cs": "ZAPLACENO"}  # fmt: skip
 BANK = {"en": "Bank details", "fr": "Coordonnées bancaires", "de": "Bankverbindung", "nl": "Bankgegevens",
-        "es": "Datos bancarios", "it": "Coordinate bancarie"}  # fmt: skip
-VAT_ID = {"en": "VAT no.", "fr": "N° TVA", "de": "USt-IdNr.", "nl": "Btw-nr.", "es": "NIF", "it": "P.IVA"}
-PAGE = {"en": "Page", "fr": "Page", "de": "Seite", "nl": "Pagina", "es": "Página", "it": "Pagina"}
+        "es": "Datos bancarios", "it": "Coordinate bancarie", "pt": "Dados bancários", "pl": "Dane do przelewu",
+        "cs": "Bankovní spojení"}  # fmt: skip
+VAT_ID = {"en": "VAT no.", "fr": "N° TVA", "de": "USt-IdNr.", "nl": "Btw-nr.", "es": "NIF", "it": "P.IVA", "pt": "NIF",
+          "pl": "NIP", "cs": "DIČ"}  # fmt: skip
+PAGE = {"en": "Page", "fr": "Page", "de": "Seite", "nl": "Pagina", "es": "Página", "it": "Pagina", "pt": "Página",
+        "pl": "Strona", "cs": "Strana"}  # fmt: skip
 MONTHS = {
     "en": "January February March April May June July August September October November December",
     "fr": "janvier février mars avril mai juin juillet août septembre octobre novembre décembre",
@@ -153,6 +221,9 @@ MONTHS = {
     "nl": "januari februari maart april mei juni juli augustus september oktober november december",
     "es": "enero febrero marzo abril mayo junio julio agosto septiembre octubre noviembre diciembre",
     "it": "gennaio febbraio marzo aprile maggio giugno luglio agosto settembre ottobre novembre dicembre",
+    "pt": "janeiro fevereiro março abril maio junho julho agosto setembro outubro novembro dezembro",
+    "pl": "stycznia lutego marca kwietnia maja czerwca lipca sierpnia września października listopada grudnia",
+    "cs": "ledna února března dubna května června července srpna září října listopadu prosince",
 }
 DATE_FORMATS = {
     "en": ("{d:02d}/{m:02d}/{y}", "{y}-{m:02d}-{d:02d}", "{d} {month} {y}", "{month} {d}, {y}", "{d} {mon} {y}"),
@@ -161,6 +232,9 @@ DATE_FORMATS = {
     "nl": ("{d:02d}-{m:02d}-{y}", "{d} {month} {y}", "{d:02d}/{m:02d}/{y}"),
     "es": ("{d:02d}/{m:02d}/{y}", "{d} de {month} de {y}", "{d:02d}-{m:02d}-{y}"),
     "it": ("{d:02d}/{m:02d}/{y}", "{d} {month} {y}", "{d:02d}.{m:02d}.{y}"),
+    "pt": ("{d:02d}/{m:02d}/{y}", "{d} de {month} de {y}", "{d} de {mon}. de {y}", "{d:02d}-{m:02d}-{y}"),
+    "pl": ("{d:02d}.{m:02d}.{y}", "{y}-{m:02d}-{d:02d}", "{d} {month} {y}"),
+    "cs": ("{d}. {m}. {y}", "{d:02d}.{m:02d}.{y}", "{d}. {month} {y}", "{d}.{m}.{y}"),
 }
 NUMBERS = {  # (thousands separator, decimal mark, currency before or after, currencies)
     "en": ((",", ".", "before", ("£", "$", "€", "")), ("", ".", "after", ("GBP", "USD", ""))),
@@ -169,6 +243,9 @@ NUMBERS = {  # (thousands separator, decimal mark, currency before or after, cur
     "nl": ((".", ",", "before", ("€", "EUR", "")),),
     "es": ((".", ",", "after", ("€", "EUR", "")),),
     "it": ((".", ",", "before", ("€", "")), (".", ",", "after", ("EUR", "euro"))),
+    "pt": ((".", ",", "after", ("€", "EUR", "")), (" ", ",", "after", ("€",)), (".", ",", "before", ("R$",))),
+    "pl": ((" ", ",", "after", ("zł", "PLN", "")), (".", ",", "after", ("zł",))),
+    "cs": ((" ", ",", "after", ("Kč", "CZK", "")), ("", ",", "after", ("Kč",))),
 }
 
 
@@ -200,5 +277,5 @@ class Wording:
         text = f"{whole}{mark}{frac}"
         if not currency:
             return text
-        glue = "" if currency in "£$" else " "
+        glue = "" if currency in ("£", "$") else " "
         return f"{currency}{glue}{text}" if where == "before" else f"{text} {currency}"
