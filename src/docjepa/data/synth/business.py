@@ -108,7 +108,7 @@ def business(c: Canvas, _fake: Faker, rng: random.Random, wording=None, vocab=No
         found["number"] = titled
     top = y if beside else below_meta + c.px(20)
     parties, names, y = _parties(c, fake, rng, w, m, top, seller_block, c.width * 0.48 if beside else None)
-    y = max(y, below_meta) if beside else y
+    y = max(y, below_meta)
     parties, names = {**header[0], **parties}, {**header[1], **names}
     amounts, y, amount_x = _items(c, rng, w, lang, m, y + c.px(25))
     found |= _totals(c, rng, w, totals_style, amounts, m, y + c.px(12), amount_x)
@@ -346,12 +346,12 @@ def _breakdown(c: Canvas, rng: random.Random, w: Wording, amounts: dict, m: floa
     x0 = m if rng.random() < 0.6 else c.width - m - 4 * col
     c.hline(x0, x0 + 4 * col - c.px(6), y + c.px(16), 1, "#999")
     found = {}
-    for k, (head, cell) in enumerate(zip(heads, cells)):
+    for k, (head, cell, field) in enumerate(zip(heads, cells, (None, "subtotal", "tax", None))):
         x = x0 + k * col
         c.text(x, y, head, "sans-bold", 10, max_x=x + col - c.px(6))
         ids = c.text(x, y + c.px(22), cell, "sans", 10)
-        if k in (1, 2):
-            found["subtotal" if k == 1 else "tax"] = ids
+        if field:
+            found[field] = ids
     return found, y + c.px(56)
 
 
