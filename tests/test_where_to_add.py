@@ -32,10 +32,10 @@ def test_a_recipe_is_one_entry_of_recipes_py(monkeypatch):
 
 
 def test_a_question_kind_is_a_layout_template_with_its_wordings():
-    """Synthetic: a layout asks it (``layouts.py``: templates, kind, answers); ``phrasings.py`` gives it more
-    wordings keyed by its first template. Real PDFs: a rule in ``structure.py``, whose ``KINDS`` are the registry's
-    structure kinds (``data.kinds``), which the real-page benchmark reads from there. Scores are kept per kind from
-    each question's own ``kind``."""
+    """Synthetic: a layout asks it (``layouts.py``: templates, kind, answers; the business grammar from its tables
+    in ``business.py``); ``phrasings.py`` gives it more wordings keyed by its first template. Real PDFs: a rule in
+    ``structure.py``, whose ``KINDS`` are the registry's structure kinds (``data.kinds``), which the real-page
+    benchmark reads from there. Scores are kept per kind from each question's own ``kind``."""
     from docjepa.apps import real_benchmark
     from docjepa.data import structure
     from docjepa.data.synth.phrasings import EXTRA
@@ -48,6 +48,10 @@ def test_a_question_kind_is_a_layout_template_with_its_wordings():
         for c in ast.walk(node.args[0])
         if isinstance(c, ast.Constant) and isinstance(c.value, str)
     }
+    from docjepa.data.synth import business  # the business grammar asks from its tables of templates
+
+    tables = (business.QUESTIONS, business.NAMES, business.PARTIES)
+    asked |= {t for table in tables for ts in table.values() for t in ts}
     assert set(EXTRA) <= asked, sorted(set(EXTRA) - asked)  # every extra wording belongs to a template asked
     assert real_benchmark.KINDS is structure.KINDS
     from docjepa.data import kinds

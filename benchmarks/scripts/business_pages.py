@@ -9,7 +9,8 @@ Every question of every page is scored (the model's answer as ``docjepa evaluate
 answer's region, ANLS of the words it covers; ``exact``: ANLS 1) beside the OCR-matching baseline, and counted
 also by what it asks for (``asks value: total``, ``asks name: seller``, ``asks block: buyer``, ``asks by label``).
 A page is in the held-out family or language by its layout (``business/<family>/<language>``); the default
-fine-tuning split (:class:`~docjepa.data.split.SplitConfig`) keeps both out of training.
+fine-tuning split (:class:`~docjepa.data.split.SplitConfig`) keeps both out of training, and about one question
+template in four (``held-out wording``).
 """
 
 from __future__ import annotations
@@ -41,7 +42,11 @@ def field_names() -> dict[str, str]:
 
 def groups(row: dict, fields: dict[str, str] | None = None) -> list[str]:
     """The table rows a question counts in (with ``fields``, :func:`field_names`, also what its template asks
-    for)."""
+    for); a question with a template also in ``held-out wording`` or ``trained wording``, by whether the default
+    split keeps its template out of fine-tuning (``template_held_out``): questions worded as no training question
+    was."""
+    from docjepa.data.split import SplitConfig, template_held_out
+
     _, family, lang = (row["layout"] or "business/?/?").split("/")
     out = [f"kind: {row['kind']}", f"family: {family}", f"language: {lang}", "all"]
     if fields is not None and row.get("template") in fields:
@@ -52,6 +57,8 @@ def groups(row: dict, fields: dict[str, str] | None = None) -> list[str]:
         out.append(f"held-out language ({HELD_LANGUAGE})")
     if family != HELD_FAMILY and lang != HELD_LANGUAGE:
         out.append("families and languages trained on")
+    if row.get("template"):
+        out.append(f"{'held-out' if template_held_out(row['template'], SplitConfig()) else 'trained'} wording")
     return out
 
 

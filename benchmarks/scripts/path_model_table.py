@@ -15,8 +15,9 @@ run continued for 1,000 more, each as ``predict`` and ``extract`` answer; and th
 run's span threshold (chosen by ``docjepa calibrate``) and how its value and name answers go wrong
 (``business/RUN-errors.json``, from ``business_errors.py``); the line-break table, two models each calibrated
 without and with the word span's line-break threshold; the party-names table, two continuations whose training
-pages differ only in how often the parties' names are asked; and the grammar table, two continuations whose
-training pages differ only in the grammar that drew them.
+pages differ only in how often the parties' names are asked; the grammar table, two continuations whose
+training pages differ only in the grammar that drew them; and the wordings table (:func:`wordings_table`), a run and
+its continuation on new pages asked in more wordings.
 """
 
 from __future__ import annotations
@@ -64,6 +65,21 @@ GRAMMAR = {
 }
 """The grammar table's columns: one continuation trained on the pages of two grammars (the same seed, loss and
 schedule), both calibrated with the line-break threshold."""
+WORDINGS_START, WORDINGS_END = "<!-- wordings:start -->", "<!-- wordings:end -->"
+WORDINGS = {
+    "grammar, 2,000 steps": "wider-2000c-grammar",
+    "1,000 more steps, new pages, more wordings": "wider-3000c-phrasings",
+}
+"""The wordings table's columns: a run, and the same run continued 1,000 steps on new pages of the grammar asked in
+more wordings (``docjepa.data.synth.phrasings``)."""
+WORDING_GROUPS = {
+    "questions worded as no training question, mIoU": "held-out wording",
+    "questions worded as training questions, mIoU": "trained wording",
+    "asks for the due date, mIoU": "asks value: due date",
+    "asks for the total, mIoU": "asks value: total",
+    "asks for the buyer's name, mIoU": "asks name: buyer",
+}
+"""Rows of the wordings table besides :data:`GROUPS`: the business pages' groups by wording and by what is asked."""
 GROUPS = {
     "business pages, `key` mIoU": "kind: key",
     "business pages, `field` mIoU": "kind: field",
@@ -155,6 +171,35 @@ def balanced_table(results: Path, runs: dict[str, str] = BALANCED, lines: bool =
     return "\n".join([head, rule, *first, *rows])
 
 
+def wordings_table(results: Path, runs: dict[str, str] = WORDINGS) -> str:
+    """Runs side by side on the business pages through ``docjepa predict`` (:data:`WORDING_GROUPS` first, then
+    :data:`GROUPS` and the exact answers), headed by each run's thresholds, and on real pages and other generators'
+    invoices (through ``docjepa extract``) where the run was scored there ("–": it was not)."""
+    scored = [json.loads((results / f"business/{r}.json").read_text()) for r in runs.values()]
+    real = json.loads((results / "business/real.json").read_text())["models"]
+    foreign = [results / f"foreign/{r}-words.json" for r in runs.values()]
+    foreign = [json.loads(f.read_text())["scores"]["by_generator"]["all"] if f.exists() else None for f in foreign]
+    rows = {
+        "span / line-break / path threshold (`docjepa calibrate`)": [
+            f"{b['span_logit']:g} / {_line(b)} / {b['words_threshold']:g}".replace("-", "−") for b in scored
+        ]
+    }
+    for name, group in (WORDING_GROUPS | GROUPS).items():
+        rows[name] = [f"{b['scores'][group]['model mIoU']:.3f}" for b in scored]
+    rows["business pages, exact answers"] = [_pct(b["scores"]["all"]["model exact"]) for b in scored]
+    rows["real pages (structure questions), mIoU"] = [
+        f"{real[r]['mIoU']:.3f}" if r in real else "–" for r in runs.values()
+    ]
+    fields = sorted({k for f in foreign if f for k in f} - {"all"})
+    for field in ["all", *fields]:
+        label = "all fields" if field == "all" else field
+        rows[f"other generators' invoices, exact: {label}"] = [
+            _pct(f[field]["model exact"]) if f else "–" for f in foreign
+        ]
+    lines = ["| | " + " | ".join(runs) + " |", "|---" * (len(runs) + 1) + "|"]
+    return "\n".join(lines + [f"| {name} | " + " | ".join(cells) + " |" for name, cells in rows.items()])
+
+
 def _line(report: dict | None) -> str:
     """A calibration's line-break threshold as the tables write it ("–": none)."""
     line = (report or {}).get("line_logit")
@@ -182,6 +227,7 @@ def main(argv: list[str] | None = None) -> str:
         fill_section(doc, LINES_START, LINES_END, balanced_table(args.results, LINES, lines=True))
         fill_section(doc, NAMES_START, NAMES_END, balanced_table(args.results, NAMES, lines=True))
         fill_section(doc, GRAMMAR_START, GRAMMAR_END, balanced_table(args.results, GRAMMAR, lines=True))
+        fill_section(doc, WORDINGS_START, WORDINGS_END, wordings_table(args.results))
     print(text)
     return text
 

@@ -73,6 +73,20 @@ def test_each_question_counts_in_what_it_asks_for():
     assert s["all"]["questions"] == 2 and not any(k.startswith("asks") and k != "asks name: buyer" for k in s)
 
 
+def test_a_question_worded_as_no_training_question_counts_apart():
+    from docjepa.data.split import SplitConfig, template_held_out
+    from docjepa.data.synth.phrasings import EXTRA
+
+    wordings = [t for ts in EXTRA.values() for t in ts]
+    held = next(t for t in wordings if template_held_out(t, SplitConfig()))
+    kept = next(t for t in wordings if not template_held_out(t, SplitConfig()))
+    row = {"layout": "business/right/de", "kind": "key", "iou": 0.5, "baseline_iou": 0.0, "anls": 1.0}
+    s = bp.summarise([row | {"template": held}, row | {"template": kept, "iou": 0.0}, row])
+    assert s["held-out wording"]["questions"] == 1 and s["held-out wording"]["model mIoU"] == 0.5
+    assert s["trained wording"]["questions"] == 1 and s["trained wording"]["model mIoU"] == 0.0
+    assert s["all"]["questions"] == 3  # a question without a template counts in neither
+
+
 def test_the_continued_run_table_is_the_committed_runs():
     """The shipped / continued / joint-reader / real-mix / wider-grammar (500 and 1,000 steps) table of
     docs/docjepa-extract.md quotes the thirteen committed JSON files."""
@@ -229,3 +243,21 @@ def test_the_party_names_and_grammar_tables_are_the_committed_runs(which):
         assert business["words_threshold"] == calibration["answer_paths"]["words_threshold"]
         for scored in (business, *(json.loads((res / f"foreign/{run}{s}.json").read_text()) for s in ("-words", ""))):
             assert (scored["span_logit"], scored["line_logit"]) == chosen
+
+
+def test_the_wordings_table_is_the_committed_runs():
+    """docs/docjepa-extract.md's wordings table quotes each run's committed JSON files, each scored under the span
+    rule and path threshold its own calibration chose, and every business question counts in one wording group."""
+    import path_model_table as pm
+
+    res = ROOT / "benchmarks/results/docjepa"
+    text = (ROOT / "docs/docjepa-extract.md").read_text()
+    assert text.split(pm.WORDINGS_START, 1)[1].split(pm.WORDINGS_END, 1)[0].strip() == pm.wordings_table(res)
+    for run in pm.WORDINGS.values():
+        calibration = json.loads((res / f"business/{run}-calibration.json").read_text())
+        business = json.loads((res / f"business/{run}.json").read_text())
+        assert business["words_threshold"] == calibration["answer_paths"]["words_threshold"]
+        chosen = (calibration["word_span"]["span_logit"], calibration["word_span"]["line_logit"])
+        assert (business["span_logit"], business["line_logit"]) == chosen
+        s = business["scores"]
+        assert s["held-out wording"]["questions"] + s["trained wording"]["questions"] == s["all"]["questions"]

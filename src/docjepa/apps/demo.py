@@ -50,7 +50,7 @@ class DemoConfig:
     tokenizer learnt on the training pages), ``packaged`` for the lang extra's pre-trained all-MiniLM-L6-v2 (its
     architecture, weights and tokenizer; ``docjepa pretrain --model.text_encoder``), or a local BERT folder."""
     phrasings: str = "business"
-    """Wordings of the training pages (``docjepa generate --phrasings``): ``extended`` adds three more per
+    """Wordings of the training pages (``docjepa generate --phrasings``): ``extended`` adds three or more per
     question kind to the layouts' own; ``business`` also prints labels and amounts as real invoices and receipts
     do. Evaluation pages always use the ``original`` wordings, so the held-out benchmark is the same whatever the
     training data."""

@@ -17,9 +17,13 @@ from docjepa.data.synth.layouts import LAYOUTS
 from docjepa.data.synth.phrasings import EXTRA
 
 
-def wordings(field: str) -> set[str]:
-    """The templates that ask for ``field``: its own and the extended phrasings of its first."""
-    return {*QUESTIONS[field], *EXTRA.get(QUESTIONS[field][0], ())}
+def wordings(field: str, asked: dict = QUESTIONS) -> set[str]:
+    """The templates that ask for ``field`` (of ``asked``): its own and the extended phrasings of its first."""
+    return {*asked[field], *EXTRA.get(asked[field][0], ())}
+
+
+NAMED = {party: wordings(party, NAMES) for party in NAMES}
+"""Party → the templates that ask for its name."""
 
 
 AMOUNT = re.compile(r"^[£$]?\d{1,3}([.,  ]?\d{3})*[.,]\d{2}$")
@@ -46,7 +50,7 @@ def test_key_answers_are_the_values_not_their_labels(pages):
             (answer,) = q.answers
             assert answer.word_ids and answer.text == " ".join(page.words[i].text for i in answer.word_ids)
             assert answer.text.rstrip(":").casefold() not in labels
-            named = next((f"{p} name" for p, ts in NAMES.items() if q.template in ts), "by label")
+            named = next((f"{p} name" for p, ts in NAMED.items() if q.template in ts), "by label")
             asked.add(next((f for f in QUESTIONS if q.template in wordings(f)), named))
     assert asked == set(QUESTIONS) | {"by label", "buyer name", "seller name"}
 
@@ -71,7 +75,7 @@ def test_a_name_question_answers_the_party_name_alone(pages):
     for page in pages:
         blocks = {q.template: q.answers[0] for q in page.questions if q.kind == "field"}
         for q in page.questions:
-            if not any(q.template in ts for ts in NAMES.values()):
+            if not any(q.template in ts for ts in NAMED.values()):
                 continue
             asked += 1
             ids = q.answers[0].word_ids
@@ -89,10 +93,10 @@ def test_each_party_name_is_asked_apart_often_beside_its_block(pages):
     name is often asked of the page whose block is asked too."""
     both = beside = 0
     for page in pages:
-        named = {p for p, ts in NAMES.items() for q in page.questions if q.template in ts}
+        named = {p for p, ts in NAMED.items() for q in page.questions if q.template in ts}
         both += named == {"seller", "buyer"}
         blocks = [set(q.answers[0].word_ids) for q in page.questions if q.kind == "field"]
-        names = [set(q.answers[0].word_ids) for q in page.questions if any(q.template in ts for ts in NAMES.values())]
+        names = [set(q.answers[0].word_ids) for q in page.questions if any(q.template in ts for ts in NAMED.values())]
         beside += any(n <= b for n in names for b in blocks)
     assert both >= 0.3 * len(pages) * NAME_SHARE**2 and beside >= len(pages) // 2
 
@@ -161,7 +165,7 @@ def test_parties_stand_beside_the_keys_on_some_pages(pages):
     share, left of them."""
     beside = 0
     for page in pages:
-        names = [q.answers[0].word_ids for q in page.questions if any(q.template in ts for ts in NAMES.values())]
+        names = [q.answers[0].word_ids for q in page.questions if any(q.template in ts for ts in NAMED.values())]
         dates = [q.answers[0].word_ids for q in page.questions if q.template in wordings("date") | wordings("due date")]
         for ids in dates:
             box = page.words[ids[0]].box

@@ -46,8 +46,9 @@ def test_extended_phrasings_change_only_the_wording():
     fields = re.compile(r"\{(\w+)\}")
     extra = {t: key for key, more in EXTRA.items() for t in more}
     assert not set(extra) & set(EXTRA)  # no extra wording repeats a kind's first original template
+    assert len(extra) == sum(map(len, EXTRA.values()))  # nor asks for two things
     for key, more in EXTRA.items():
-        assert len(more) == 3 and all(set(fields.findall(t)) == set(fields.findall(key)) for t in more), key
+        assert len(more) >= 3 and all(set(fields.findall(t)) == set(fields.findall(key)) for t in more), key
     changed = total = 0
     for i in range(30):
         a = generate_page(i, seed=3, size=SIZE, phrasings="original")
@@ -60,7 +61,7 @@ def test_extended_phrasings_change_only_the_wording():
             if qa.template != qb.template:
                 changed += 1
                 assert qb.template in extra and qb.text == qb.template.format(**_slots(qa))
-    # Each kind has 1-3 original wordings and 3 extra ones, all equally likely: about 60 % are reworded.
+    # Each kind has 1-3 original wordings and 3 or more extra ones, all equally likely: about 60 % are reworded.
     assert 0.45 < changed / total < 0.8, (changed, total)
     with pytest.raises(ValueError, match="phrasings"):
         generate_page(0, phrasings="paraphrased")

@@ -148,7 +148,7 @@ def _add_generate(sub: Any) -> None:
         "--phrasings",
         choices=["original", "extended", "business"],
         default="extended",
-        help="question wordings: the layouts' own, or also three more per question kind (same pages and answers); "
+        help="question wordings: the layouts' own, or also three or more per question kind (same pages and answers); "
         "business: extended, with labels and amounts printed as real invoices and receipts print them",
     )
     g.add_argument("--pages-per-shard", type=int_at_least(1), default=256)

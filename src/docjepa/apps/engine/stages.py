@@ -20,11 +20,17 @@ STABILITY_OFFSET = 1.0
 """Mask-logit threshold shift of the stability score: IoU of the mask at logit > +offset and at logit > −offset."""
 
 
+BANK_WORDINGS = 3
+"""Extra wordings of each template asked by the bank: more wordings of one question propose the same regions, at
+a decoder pass each."""
+
+
 def question_bank() -> list[str]:
-    """Questions from the project's templates and wordings that need no slot (asked of every page)."""
+    """Questions from the project's templates and their first :data:`BANK_WORDINGS` extra wordings that need no
+    slot (asked of every page)."""
     out = []
     for key, more in EXTRA.items():
-        out += [q for q in (key, *more) if "{" not in q]
+        out += [q for q in (key, *more[:BANK_WORDINGS]) if "{" not in q]
     return sorted(set(out))
 
 

@@ -4,10 +4,12 @@ The layouts ask every question kind in one to three wordings, and the held-out s
 (:mod:`docjepa.data.split`) removes about one template in four from fine-tuning by a hash of its text. With so
 few wordings a kind can lose all of its templates to the split by chance (the form's checkbox question lost
 both), and a model that saw one or two wordings learns those strings rather than what they ask. Extended
-phrasings give every kind three more wordings, keyed here by the kind's first original template. They are drawn
-from a random stream of their own, so a page, its answers and which original template it asks are the same
-with and without them; only the wording of some questions changes (each of a kind's templates, original or
-extra, is equally likely). The held-out split applies to the extra wordings as to the originals.
+phrasings give every kind three more wordings, keyed here by the kind's first original template; an invoice's keys
+and parties get four to eight, the bare label among them ("Total", "Due date": what a user of ``docjepa extract``
+types), because people ask for them in many ways. They are drawn from a random stream of their own, so a page, its
+answers and which original template it asks are the same with and without them; only the wording of some questions
+changes (each of a kind's templates, original or extra, is equally likely). The held-out split applies to the
+extra wordings as to the originals.
 """
 
 from __future__ import annotations
@@ -41,15 +43,42 @@ EXTRA: dict[str, tuple[str, ...]] = {
         "Give the invoice's number.",
         "Which invoice number is shown?",
         "What is the invoice #?",
+        "Invoice number",
+        "Invoice no.",
+        "What number is this invoice?",
+        "Which reference number does the invoice carry?",
     ),
     "What is the invoice date?": (
         "On what date was this invoiced?",
         "Give the date of the invoice.",
         "Which day is this invoice from?",
+        "Invoice date",
+        "When is the invoice dated?",
+        "What is the date of issue?",
+        "When was this bill issued?",
     ),
-    "What is the due date?": ("When is payment due?", "Give the payment deadline.", "What is the last day to pay?"),
+    "What is the due date?": (
+        "When is payment due?",
+        "Give the payment deadline.",
+        "What is the last day to pay?",
+        "Due date",
+        "Payment due date",
+        "By what date must the invoice be paid?",
+        "When do I have to pay?",
+        "When does payment fall due?",
+    ),
     "Where is a date?": ("Find any date on the page.", "Point to a date.", "Which text is a date?"),
-    "What is the total amount due?": ("How much do I owe?", "What is the balance due?", "How much has to be paid?"),
+    "What is the total amount due?": (
+        "How much do I owe?",
+        "What is the balance due?",
+        "How much has to be paid?",
+        "Total",
+        "Amount due",
+        "What is the grand total?",
+        "What is the total including tax?",
+        "What is the amount payable?",
+        "How much is the invoice for?",
+    ),
     "What is the amount of line {n}?": (
         "How much is item line {n}?",
         "Give the line total of row {n}.",
@@ -74,6 +103,72 @@ EXTRA: dict[str, tuple[str, ...]] = {
         "Locate the table of items.",
         "Show the list of billed items.",
         "Where are the charges itemised?",
+    ),
+    # business documents (the grammar's own templates: business.QUESTIONS, NAMES, PARTIES)
+    "When were the goods delivered?": (
+        "Delivery date",
+        "What is the date of delivery?",
+        "On which day was the delivery made?",
+        "When did the delivery take place?",
+    ),
+    "What is the order number?": (
+        "Order number",
+        "PO number",
+        "What is the purchase order number?",
+        "Which order does this invoice belong to?",
+    ),
+    "What is the customer number?": (
+        "Customer number",
+        "Customer ID",
+        "What is the client number?",
+        "Under which number is the customer known?",
+    ),
+    "What is the subtotal?": (
+        "Subtotal",
+        "Net total",
+        "What is the amount before tax?",
+        "What is the total excluding tax?",
+        "How much is it without VAT?",
+    ),
+    "How much tax is charged?": (
+        "Tax",
+        "VAT",
+        "How much is the tax?",
+        "What is the sales tax?",
+        "Give the VAT total.",
+        "How much VAT is added?",
+    ),
+    "Who is the buyer?": (
+        "Buyer",
+        "Customer name",
+        "Who is the customer?",
+        "Which company is billed?",
+        "Who is buying?",
+    ),
+    "Who is the seller?": (
+        "Seller",
+        "Supplier name",
+        "Who is the vendor?",
+        "Who is the service provider?",
+        "Who sold the goods?",
+    ),
+    "What is the billing address?": (
+        "Bill to",
+        "Give the customer's full address.",
+        "Where is the buyer located?",
+        "Show the invoice address.",
+    ),
+    "What is the seller's address?": (
+        "Seller's address",
+        "Give the supplier's full address.",
+        "Where is the vendor located?",
+        "Show the sender's company address.",
+    ),
+    "Where is the delivery address?": (
+        "Ship to",
+        "Shipping address",
+        "Give the address the goods go to.",
+        "Where should the goods be sent?",
     ),
     # receipt
     "What is the total?": ("Give the receipt total.", "What was the total cost?", "How much did it all come to?"),
