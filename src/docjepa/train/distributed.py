@@ -173,13 +173,19 @@ def check_batch(batch_size: int, world: World) -> int:
 
 
 def mean_over_ranks(values: dict[str, float], world: World) -> dict[str, float]:
-    """Each value averaged over the processes (every process must call it with the same keys)."""
-    if world.size == 1 or not values:
+    """Each value averaged over the processes that have it: a loss term a process's batches never gave (a kind of
+    question none of its samples asked) is left out of that process's share, not counted as 0. Every process
+    calls it, with whatever keys it has."""
+    if world.size == 1:
         return values
-    keys = sorted(values)
-    t = torch.tensor([values[k] for k in keys], dtype=torch.float64)
+    named: list[list[str]] = [[] for _ in range(world.size)]
+    dist.all_gather_object(named, sorted(values))
+    keys = sorted(set().union(*named))
+    if not keys:
+        return {}
+    t = torch.tensor([[values.get(k, 0.0), float(k in values)] for k in keys], dtype=torch.float64)
     dist.all_reduce(t)
-    return {k: float(v) / world.size for k, v in zip(keys, t.tolist())}
+    return {k: v / n for k, (v, n) in zip(keys, t.tolist())}
 
 
 def sum_over_ranks(value: int, world: World) -> int:

@@ -24,6 +24,22 @@ def test_processes_share_each_micro_batch():
     assert first == [[8, 9, 12, 13], [10, 11, 14, 15]]
 
 
+def _mean_on_rank() -> dict:
+    """On a spawned rank: rank 0 measured a loss term rank 1's batches never gave."""
+    import torch.distributed as dist
+
+    from docjepa.train.distributed import mean_over_ranks
+
+    rank = dist.get_rank()
+    return mean_over_ranks({"loss": 1.0, "words": 4.0} if rank == 0 else {"loss": 3.0}, World(rank=rank, size=2))
+
+
+def test_metrics_are_averaged_over_the_processes_that_have_them():
+    from ...rsngd.dist_cases import spawn
+
+    assert spawn(2, _mean_on_rank) == [{"loss": 2.0, "words": 4.0}] * 2
+
+
 def pretrain_argv(docs, out, steps, strategy, processes):
     launcher = [sys.executable]
     if processes > 1:
