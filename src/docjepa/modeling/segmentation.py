@@ -281,19 +281,21 @@ class DocJepaForSegmentation(DocJepaPreTrainedModel):
                 losses["loss"] = losses["loss"] + word_loss * choice
         if clicks > 0 and click_share > 0:
             rounds = self._click_rounds(page, prompt, out, target, clicks, click_share, multimask)
-            if rounds is not None:
-                losses["clicks"] = rounds
-                losses["loss"] = losses["loss"] + 0.5 * rounds
+            losses["clicks"] = rounds
+            losses["loss"] = losses["loss"] + 0.5 * rounds
         return losses
 
     def _click_rounds(
         self, page: PageEncoding, prompt, out: SegmentationOutput, target: Tensor, clicks: int, share: float, multimask
-    ) -> Tensor | None:
-        """The mean loss of the simulated click rounds of :meth:`forward` (None: no example drew any)."""
+    ) -> Tensor:
+        """The mean loss of the simulated click rounds of :meth:`forward`. A batch in which no example drew any runs
+        them on its first example at weight 0: every batch makes the same decoder passes, so that processes sharding
+        the model (FSDP2) issue the same collectives whatever their examples drew."""
         b = target.shape[0]
         chosen = torch.rand(b, device=target.device) < share
+        weight = 1.0
         if not chosen.any():
-            return None
+            chosen[0], weight = True, 0.0
         idx = chosen.nonzero().flatten()
         sub = page.select(idx)
         base = prompt.select(idx)
@@ -314,7 +316,7 @@ class DocJepaForSegmentation(DocJepaPreTrainedModel):
             refined = self.decode(sub, step, multimask=multimask)
             total.append(sam_loss(refined.masks, refined.iou, target[idx])["loss"])
             previous, best_iou = refined.masks.detach(), refined.iou.detach().argmax(1)
-        return torch.stack(total).mean()
+        return torch.stack(total).mean() * weight
 
 
 TOKEN_LOSSES = ("mean", "balanced", "neighbours")

@@ -65,6 +65,10 @@ def test_click_rounds_train_the_decoder_with_points_and_the_previous_answer(docs
     torch.testing.assert_close(losses["loss"], plain["loss"] + 0.5 * losses["clicks"])
     losses["loss"].backward()
     assert model.prompt_encoder.point_kind.weight.grad.abs().sum() > 0  # points now train the prompt encoder
+    seen.clear()
+    none = model(b, clicks=2, click_share=1e-12)  # no example draws clicks: the same passes (FSDP2), at weight 0
+    assert len(seen) == 3 and none["clicks"].item() == 0.0
+    torch.testing.assert_close(none["loss"], plain["loss"])
 
 
 def test_clicks_mark_the_tokens_they_fall_on(docs, tok, gen):
