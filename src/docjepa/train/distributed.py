@@ -110,6 +110,11 @@ def wrap(model: nn.Module, world: World, strategy: str, device: torch.device) ->
         # FSDP2 cannot shard 0-d parameters (a learned gain): they stay whole on every process and their
         # gradients are averaged by :func:`sync_unsharded`.
         scalars = {p for p in model.parameters() if p.dim() == 0}
+        # A per-page cache (the page reader's, of the frozen tower) skips a pass on the process that hits it and not
+        # on the others: sharded, every process must make the same passes, so it is switched off.
+        for module in model.modules():
+            if hasattr(module, "cache_pages"):
+                module.cache_pages = 0
         for block in _blocks(model):
             fully_shard(block, ignored_params=scalars or None)
         fully_shard(model, ignored_params=scalars or None)
