@@ -79,7 +79,8 @@ WORDING_GROUPS = {
     "asks for the total, mIoU": "asks value: total",
     "asks for the buyer's name, mIoU": "asks name: buyer",
 }
-"""Rows of the wordings table besides :data:`GROUPS`: the business pages' groups by wording and by what is asked."""
+"""Rows of the wordings table before :func:`longer_table`'s: the business pages' groups by wording and by what is
+asked."""
 GROUPS = {
     "business pages, `key` mIoU": "kind: key",
     "business pages, `field` mIoU": "kind: field",
@@ -172,32 +173,19 @@ def balanced_table(results: Path, runs: dict[str, str] = BALANCED, lines: bool =
 
 
 def wordings_table(results: Path, runs: dict[str, str] = WORDINGS) -> str:
-    """Runs side by side on the business pages through ``docjepa predict`` (:data:`WORDING_GROUPS` first, then
-    :data:`GROUPS` and the exact answers), headed by each run's thresholds, and on real pages and other generators'
-    invoices (through ``docjepa extract``) where the run was scored there ("–": it was not)."""
+    """:func:`longer_table` for ``runs``, headed by each run's thresholds and the business pages' groups of
+    :data:`WORDING_GROUPS` (by wording and by what is asked)."""
+    head, rule, *rows = longer_table(results, runs).splitlines()
     scored = [json.loads((results / f"business/{r}.json").read_text()) for r in runs.values()]
-    real = json.loads((results / "business/real.json").read_text())["models"]
-    foreign = [results / f"foreign/{r}-words.json" for r in runs.values()]
-    foreign = [json.loads(f.read_text())["scores"]["by_generator"]["all"] if f.exists() else None for f in foreign]
-    rows = {
+    cells = {
         "span / line-break / path threshold (`docjepa calibrate`)": [
             f"{b['span_logit']:g} / {_line(b)} / {b['words_threshold']:g}".replace("-", "−") for b in scored
         ]
     }
-    for name, group in (WORDING_GROUPS | GROUPS).items():
-        rows[name] = [f"{b['scores'][group]['model mIoU']:.3f}" for b in scored]
-    rows["business pages, exact answers"] = [_pct(b["scores"]["all"]["model exact"]) for b in scored]
-    rows["real pages (structure questions), mIoU"] = [
-        f"{real[r]['mIoU']:.3f}" if r in real else "–" for r in runs.values()
-    ]
-    fields = sorted({k for f in foreign if f for k in f} - {"all"})
-    for field in ["all", *fields]:
-        label = "all fields" if field == "all" else field
-        rows[f"other generators' invoices, exact: {label}"] = [
-            _pct(f[field]["model exact"]) if f else "–" for f in foreign
-        ]
-    lines = ["| | " + " | ".join(runs) + " |", "|---" * (len(runs) + 1) + "|"]
-    return "\n".join(lines + [f"| {name} | " + " | ".join(cells) + " |" for name, cells in rows.items()])
+    for name, group in WORDING_GROUPS.items():
+        cells[name] = [f"{b['scores'][group]['model mIoU']:.3f}" for b in scored]
+    first = [f"| {name} | " + " | ".join(c) + " |" for name, c in cells.items()]
+    return "\n".join([head, rule, *first, *rows])
 
 
 def _line(report: dict | None) -> str:

@@ -112,8 +112,10 @@ def wrap(model: nn.Module, world: World, strategy: str, device: torch.device) ->
         scalars = {p for p in model.parameters() if p.dim() == 0}
         # A per-page cache (the page reader's, of the frozen tower) skips a pass on the process that hits it and not
         # on the others: sharded, every process must make the same passes, so it is switched off.
+        from ..modeling.page_reader import PageReader
+
         for module in model.modules():
-            if hasattr(module, "cache_pages"):
+            if isinstance(module, PageReader):
                 module.cache_pages = 0
         for block in _blocks(model):
             fully_shard(block, ignored_params=scalars or None)
