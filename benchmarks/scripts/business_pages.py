@@ -160,6 +160,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/docjepa/business/shipped.json"))
     ap.add_argument("--markdown", type=Path, action="append", default=[])
     ap.add_argument("--timed-pages", type=int, default=40, help="pages on which further questions are timed")
+    ap.add_argument("--keep-keys", action="store_true", help="leave keys in word answers (AnswerPolicy.drop_keys)")
     args = ap.parse_args(argv)
     import torch
 
@@ -169,6 +170,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     torch.set_num_threads(args.threads)
     predictor = DocumentPredictor.from_pretrained(None if args.checkpoint == "shipped" else args.checkpoint)
+    predictor.policy.drop_keys = not args.keep_keys
     everything = SplitConfig(layouts=[], template_modulus=0)
     result = evaluate(predictor, [args.data], everything, "all", progress=False, keep_rows=True)
     rows = result["rows"]
@@ -181,6 +183,7 @@ def main(argv: list[str] | None = None) -> dict:
         "words_threshold": getattr(predictor.policy.calibration, "words_threshold", None),
         "span_logit": predictor.policy.span_threshold,
         "line_logit": predictor.policy.line_threshold,
+        "drop_keys": predictor.policy.drop_keys,
         "scores": summarise(rows),
         "question_ms": question_cost(predictor, args.data, args.timed_pages),
     }

@@ -236,16 +236,17 @@ def baseline_answers(folder: Path, truth: dict, dpi: int) -> dict:
 
 
 def model_answers(
-    folder: Path, truth: dict, table: Path, checkpoint, dpi: int, answer_path: str | None = None
+    folder: Path, truth: dict, table: Path, checkpoint, dpi: int, answer_path: str | None = None, drop_keys=True
 ) -> tuple[dict, dict]:
     """The model's answers, read from the table ``docjepa extract`` writes over the folder, and its summary
-    (``answer_path``: None, ``docjepa extract``'s default)."""
+    (``answer_path``: None, ``docjepa extract``'s default; ``drop_keys``: the answer policy's)."""
     from docjepa.apps.extract import ExtractConfig, extract
     from docjepa.inference.predictor import DocumentPredictor
 
     path = answer_path or ExtractConfig.answer_path  # docjepa extract's default
     config = ExtractConfig(list(QUESTIONS.values()), dpi=dpi, answer_path=path)
     predictor = DocumentPredictor.from_pretrained(checkpoint, answer_path=path)
+    predictor.policy.drop_keys = drop_keys
     two = ExtractConfig([QUESTIONS["number"], QUESTIONS["total"]], dpi=dpi, answer_path=path)  # the README's example
     speed2 = extract([folder], table, two, predictor, overwrite=True, progress=False)  # a first run, also a warm-up
     summary = extract([folder], table, config, predictor, overwrite=True, progress=False)
@@ -323,6 +324,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--answer-path", default=None, help="mask, words or auto (default: docjepa extract's)")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/docjepa/foreign/shipped.json"))
     ap.add_argument("--markdown", type=Path, action="append", default=[])
+    ap.add_argument("--keep-keys", action="store_true", help="leave keys in word answers (AnswerPolicy.drop_keys)")
     args = ap.parse_args(argv)
     import torch
 
@@ -330,7 +332,7 @@ def main(argv: list[str] | None = None) -> dict:
     truth = render(args.docs / "pdf", args.per_generator, args.seed, args.dpi)
     checkpoint = None if args.checkpoint == "shipped" else Path(args.checkpoint)
     model, summary = model_answers(
-        args.docs / "pdf", truth, args.docs / "table.jsonl", checkpoint, args.dpi, args.answer_path
+        args.docs / "pdf", truth, args.docs / "table.jsonl", checkpoint, args.dpi, args.answer_path, not args.keep_keys
     )
     baseline = baseline_answers(args.docs / "pdf", truth, args.dpi)
     command = shlex.join(
@@ -339,6 +341,7 @@ def main(argv: list[str] | None = None) -> dict:
     result = {
         "command": command,
         "model": args.checkpoint,
+        "drop_keys": not args.keep_keys,
         "span_logit": summary["span_logit"],
         "line_logit": summary["line_logit"],
         "documents": len(truth),

@@ -22,7 +22,7 @@ from .clicks import apply_clicks, boxes_mask
 from .decoded import Decoded, EncodedPage
 from .mask_choice import FULL_PAGE, SNAP_AGREEMENT, choose_mask, coverage, mask_iou, snap_to_words, words_box
 from .path_choice import path_features
-from .word_answer import WORD_LOGIT, choose_path, span_confidence, word_logits, word_span
+from .word_answer import WORD_LOGIT, choose_path, span_confidence, without_keys, word_logits, word_span
 
 Box = tuple[float, float, float, float]
 
@@ -47,6 +47,9 @@ class AnswerPolicy:
     line_logit: float | None = None
     """The logit above which a word joins a word span across a line break (:func:`word_span`); None: the
     calibration's ``line_logit``, else no bar beyond the span threshold."""
+    drop_keys: bool = True
+    """Leave out of a word span the key printed before its value on the same line ("Due date:" of "Due date:
+    24/01/2024"; :func:`without_keys`)."""
 
     def __post_init__(self) -> None:
         choose_path(self.answer_path, None)  # checks the name
@@ -176,6 +179,8 @@ class Reading:
             if self.word_logits is None
             else word_span(self.word_logits, enc.page, self.policy.span_threshold, self.policy.line_threshold)
         )
+        if self.policy.drop_keys:
+            span = without_keys(span, enc.page)
         if not span:
             return np.zeros((size, size), dtype=bool), None
         lines = [union_box([enc.page.words[i].box for i in span])]

@@ -73,6 +73,26 @@ def word_span(
         taken = grown
 
 
+def without_keys(span: list[int], page: Page) -> list[int]:
+    """A word answer without the key printed before its value: on each line of the answer, the words up to and
+    including the last word ending in ":" that a word of the answer not ending in ":" follows on that line ("Due
+    date: 24/01/2024" → "24/01/2024", "Name: Thomas-Arnold" → "Thomas-Arnold"). Business documents print a key
+    before its value; a question asks for the value (the generator's answers never hold the key), and the word
+    decoder sometimes takes the key with it on layouts unlike its training pages. An answer of keys alone is kept."""
+    if len(span) < 2:
+        return span
+    words = [page.words[i] for i in span]
+    same = one_line(torch.tensor([w.box for w in words], dtype=torch.float64)).numpy()
+    keyish = [w.text.endswith(":") for w in words]
+    drop = np.zeros(len(span), dtype=bool)
+    for a, word in enumerate(words):
+        after = same[a] & np.array([w.box[0] > word.box[0] for w in words])
+        if keyish[a] and (after & ~np.array(keyish)).any():
+            drop |= same[a] & ~after
+    kept = [i for i, gone in zip(span, drop) if not gone]
+    return kept or span
+
+
 def span_confidence(logits: torch.Tensor) -> float:
     """The probability the word decoder gives its most likely word (0 when no word has a logit)."""
     if logits.numel() == 0 or not torch.isfinite(logits).any():

@@ -10,6 +10,7 @@ from docjepa.inference.word_answer import (
     choose_path,
     span_confidence,
     touching,
+    without_keys,
     word_span,
 )
 
@@ -75,6 +76,22 @@ def test_a_line_break_needs_the_line_threshold_and_a_line_the_span_threshold():
     assert word_span(torch.tensor([0.5, 1.0, 5.0, 0.5, 3.0, -5.0, -5.0]), page, line_threshold=2.0) == [0, 1, 2, 3, 4]
     # On one line the low bar stays: word 1 (logit 1) joins though it is under the line threshold.
     assert word_span(torch.tensor([-5.0, 1.0, 5.0, -5.0, -5.0, -5.0, -5.0]), page, line_threshold=4.0) == [1, 2]
+
+
+def test_a_word_answer_leaves_out_the_key_before_its_value():
+    page = _page()
+    assert without_keys([0, 1, 2], page) == [2]  # "Invoice number: INV-0042" → the value
+    assert without_keys([1, 2, 3, 4], page) == [2, 3, 4]  # the key of its own line only; the line below stays
+    assert without_keys([0, 1], page) == [0, 1]  # a key with no value after it is kept whole
+    assert without_keys([2, 3, 4], page) == [2, 3, 4] and without_keys([2], page) == [2]  # no key: unchanged
+    keyed = [
+        ("Name:", (10, 10, 50, 22)),
+        ("Street:", (10, 26, 50, 38)),
+        ("Elm", (60, 26, 80, 38)),
+        ("Road", (85, 26, 110, 38)),
+    ]
+    both = Page("y", 0, 400, 40, b"", [Word(t, b) for t, b in keyed], "t")
+    assert without_keys([0, 1, 2, 3], both) == [0, 2, 3]  # "Name:" has no value on its line: kept
 
 
 def test_choose_path_and_confidence():
