@@ -16,8 +16,9 @@ run's span threshold (chosen by ``docjepa calibrate``) and how its value and nam
 (``business/RUN-errors.json``, from ``business_errors.py``); the line-break table, two models each calibrated
 without and with the word span's line-break threshold; the party-names table, two continuations whose training
 pages differ only in how often the parties' names are asked; the grammar table, two continuations whose
-training pages differ only in the grammar that drew them; and the wordings table (:func:`wordings_table`), a run and
-its continuation on new pages asked in more wordings.
+training pages differ only in the grammar that drew them; the wordings table (:func:`wordings_table`), a run and
+its continuation on new pages asked in more wordings; and the any-order table, that run continued on pages whose
+keys and parties stand in any order, with and without keys left out of word answers. "–": not measured.
 """
 
 from __future__ import annotations
@@ -72,6 +73,21 @@ WORDINGS = {
 }
 """The wordings table's columns: a run, and the same run continued 1,000 steps on new pages of the grammar asked in
 more wordings (``docjepa.data.synth.phrasings``)."""
+ORDER_START, ORDER_END = "<!-- any-order:start -->", "<!-- any-order:end -->"
+ORDER = {
+    "more wordings, 3,000 steps": "wider-3000c-phrasings",
+    "1,000 more steps, keys and parties in any order": "wider-4000c-shuffled-keys",
+    "the same, keys left out of word answers": "wider-4000c-shuffled",
+}
+"""The any-order table's columns: the wordings run (scored before word answers left keys out), its continuation on
+pages whose keys and parties stand in any order scored with keys kept (``--keep-keys``), and the same model as
+users get it (keys left out; the real pages only so)."""
+SPAN_GROUPS = {
+    "business pages, `key`, word span alone, mIoU": "kind: key",
+    "business pages, `field`, word span alone, mIoU": "kind: field",
+    "all business questions, word span alone, mIoU": "all",
+}
+"""Rows of the any-order table: the business pages' groups answered by the word span alone."""
 WORDING_GROUPS = {
     "questions worded as no training question, mIoU": "held-out wording",
     "questions worded as training questions, mIoU": "trained wording",
@@ -121,7 +137,9 @@ def longer_table(results: Path, runs: dict[str, str] = LONGER) -> str:
     }
     rows = {name: [f"{business[k][group]['model mIoU']:.3f}" for k in runs] for name, group in GROUPS.items()}
     rows["business pages, exact answers"] = [_pct(business[k]["all"]["model exact"]) for k in runs]
-    rows["real pages (structure questions), mIoU"] = [f"{real[r]['mIoU']:.3f}" for r in runs.values()]
+    rows["real pages (structure questions), mIoU"] = [
+        f"{real[r]['mIoU']:.3f}" if r in real else "–" for r in runs.values()
+    ]
     for field in ["all", *sorted(f for f in foreign[next(iter(runs))] if f != "all")]:
         label = "all fields" if field == "all" else field
         rows[f"other generators' invoices, exact: {label}"] = [_pct(foreign[k][field]["model exact"]) for k in runs]
@@ -172,9 +190,10 @@ def balanced_table(results: Path, runs: dict[str, str] = BALANCED, lines: bool =
     return "\n".join([head, rule, *first, *rows])
 
 
-def wordings_table(results: Path, runs: dict[str, str] = WORDINGS) -> str:
+def wordings_table(results: Path, runs: dict[str, str] = WORDINGS, spans: bool = False) -> str:
     """:func:`longer_table` for ``runs``, headed by each run's thresholds and the business pages' groups of
-    :data:`WORDING_GROUPS` (by wording and by what is asked)."""
+    :data:`WORDING_GROUPS` (by wording and by what is asked); with ``spans``, also the word span alone on the business
+    pages (``key``, ``field``, all), as ``docjepa extract`` answers."""
     head, rule, *rows = longer_table(results, runs).splitlines()
     scored = [json.loads((results / f"business/{r}.json").read_text()) for r in runs.values()]
     cells = {
@@ -184,6 +203,8 @@ def wordings_table(results: Path, runs: dict[str, str] = WORDINGS) -> str:
     }
     for name, group in WORDING_GROUPS.items():
         cells[name] = [f"{b['scores'][group]['model mIoU']:.3f}" for b in scored]
+    for name, group in SPAN_GROUPS.items() if spans else ():
+        cells[name] = [f"{b['scores'][group]['words mIoU']:.3f}" for b in scored]
     first = [f"| {name} | " + " | ".join(c) + " |" for name, c in cells.items()]
     return "\n".join([head, rule, *first, *rows])
 
@@ -216,6 +237,7 @@ def main(argv: list[str] | None = None) -> str:
         fill_section(doc, NAMES_START, NAMES_END, balanced_table(args.results, NAMES, lines=True))
         fill_section(doc, GRAMMAR_START, GRAMMAR_END, balanced_table(args.results, GRAMMAR, lines=True))
         fill_section(doc, WORDINGS_START, WORDINGS_END, wordings_table(args.results))
+        fill_section(doc, ORDER_START, ORDER_END, wordings_table(args.results, ORDER, spans=True))
     print(text)
     return text
 

@@ -261,3 +261,25 @@ def test_the_wordings_table_is_the_committed_runs():
         assert (business["span_logit"], business["line_logit"]) == chosen
         s = business["scores"]
         assert s["held-out wording"]["questions"] + s["trained wording"]["questions"] == s["all"]["questions"]
+
+
+def test_the_any_order_table_is_the_committed_runs():
+    """docs/docjepa-extract.md's any-order table quotes each run's committed JSON files, each scored under its own
+    calibration's thresholds, with keys left out of word answers where its heading says so and kept where it does
+    not (a result scored before the rule records no setting: keys kept)."""
+    import path_model_table as pm
+
+    res = ROOT / "benchmarks/results/docjepa"
+    text = (ROOT / "docs/docjepa-extract.md").read_text()
+    assert text.split(pm.ORDER_START, 1)[1].split(pm.ORDER_END, 1)[0].strip() == pm.wordings_table(
+        res, pm.ORDER, spans=True
+    )
+    for heading, run in pm.ORDER.items():
+        model = run.removesuffix("-keys")
+        calibration = json.loads((res / f"business/{model}-calibration.json").read_text())
+        chosen = (calibration["word_span"]["span_logit"], calibration["word_span"]["line_logit"])
+        for scored in (res / f"business/{run}.json", res / f"foreign/{run}-words.json"):
+            result = json.loads(scored.read_text())
+            assert (result["span_logit"], result["line_logit"]) == chosen, scored
+            assert result.get("drop_keys", False) == ("left out" in heading), scored
+            assert model in result["command"] and ("--keep-keys" in result["command"]) == run.endswith("-keys")

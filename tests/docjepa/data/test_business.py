@@ -198,3 +198,22 @@ def test_the_default_mix_is_unchanged():
     """business pages are made only when asked for: a seed's default pages keep their layouts."""
     layouts = {generate_page(i, seed=0, size=256).layout for i in range(30)}
     assert layouts <= set(LAYOUTS)
+
+
+def test_keys_and_parties_stand_in_either_order(pages):
+    """The due date stands above or left of the invoice date on some pages and below or right of it on others, and so
+    does the buyer's name against the seller's: neither is told by its place among the others."""
+    orders = {"dates": set(), "parties": set()}
+    for page in pages:
+        first = {}
+        for q in page.questions:
+            field = next((f for f in ("date", "due date") if q.template in wordings(f)), None)
+            field = field or next((p for p, ts in NAMED.items() if q.template in ts), None)
+            if field:
+                box = page.words[q.answers[0].word_ids[0]].box
+                first[field] = (box[1], box[0])
+        if {"date", "due date"} <= first.keys():
+            orders["dates"].add(first["due date"] < first["date"])
+        if {"seller", "buyer"} <= first.keys():
+            orders["parties"].add(first["buyer"] < first["seller"])
+    assert orders == {"dates": {True, False}, "parties": {True, False}}

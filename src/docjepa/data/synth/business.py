@@ -1,11 +1,12 @@
 """Business documents drawn from a layout grammar instead of one template: the ``business`` layout.
 
 A page is an invoice in one of nine languages (:mod:`.business_words`): a header (logo, seller, title; sometimes the
-invoice number's key and value in the title's place), a block of keys and values (number, dates, order and
-customer numbers), the parties in one to three columns (the seller among them on some pages, each a name and
-address under its heading or written as keys and values; on some pages stacked in a column beside the keys and
-values), the line items (sometimes with a unit and a tax-rate column), the totals, a footer (bank details, page
-number), sometimes a stamp. Where a value stands against its key is the page's **family**:
+invoice number's key and value in the title's place), a block of keys and values (number, dates, order and customer
+numbers), the parties in one to three columns (the seller among them on some pages, each a name and address under
+its heading or written as keys and values; on some pages stacked in a column beside the keys and values; on some
+pages in another order than the seller's before the buyer's, as the keys too), the line items (sometimes with a unit
+and a tax-rate column), the totals, a footer (bank details, page number), sometimes a stamp. Where a value
+stands against its key is the page's **family**:
 
 - ``right``: the value right of its key on the same line, at a distance the page draws;
 - ``below``: the key small above, the value under it;
@@ -82,6 +83,10 @@ NAMES = {
 BESIDE_SHARE = 0.3
 """How often the parties stand stacked in the left half beside the keys and values (in the families that draw them
 in one column), instead of below them."""
+SHUFFLE_SHARE = 0.5
+"""How often a page lists its keys and values, and its parties, in an order of its own (else number, dates, other
+numbers; the seller before the buyer before the delivery address), so that neither a date nor a party is told by
+its place among the others."""
 NAME_SHARE = 0.7
 """How often each party's name is asked on a page (the buyer's and the seller's apart), so that "Who is the seller?"
 and "What is the seller's address?" are often asked of one page and the name is told from its block."""
@@ -100,6 +105,8 @@ def business(c: Canvas, _fake: Faker, rng: random.Random, wording=None, vocab=No
     seller_block, number_in_title = rng.random() < 0.4, rng.random() < 0.2
     header, titled, y = _header(c, fake, rng, w, m, not seller_block, values["number"] if number_in_title else None)
     shown = ["number", "date", "due date", *rng.sample(META[3:], rng.randint(1, 3))][int(number_in_title) :]
+    if rng.random() < SHUFFLE_SHARE:  # keys in another order: a value is told by its key, not by its place
+        rng.shuffle(shown)
     beside = family in ("right", "below", "boxed", "inline") and rng.random() < BESIDE_SHARE
     found, below_meta = _meta(
         c, rng, w, family, [(f, values[f]) for f in shown], m, y, c.width * 0.52 if beside else None
@@ -237,20 +244,27 @@ def _meta(c: Canvas, rng: random.Random, w: Wording, family: str, pairs: list, m
 
 
 def _parties(c: Canvas, fake: Faker, rng: random.Random, w: Wording, m: float, y: float, seller: bool, right=None):
-    """The buyer (the seller first when ``seller``, a delivery address sometimes) in one to three columns (one, ending
-    at ``right``, when given), each a name and address under its heading, or written as keys and values (name,
-    street, town); returns ({party: its words}, {party: its name's words}, the y below)."""
+    """The buyer (the seller too when ``seller``, a delivery address sometimes; in that order or, on some pages, in
+    another) in one to three columns (one, ending at ``right``, when given), each a name and address under its
+    heading, or written as keys and values (name, street, town); the heading bold or plain, the lines under it as
+    small as 8 points on some pages, each block framed on some; returns ({party: its words}, {party: its name's
+    words}, the y below)."""
     names = ["seller"] * seller + ["buyer"] + (["ship to"] if rng.random() < 0.5 else [])
+    if rng.random() < SHUFFLE_SHARE:
+        rng.shuffle(names)
     cols = 1 if right is not None else min(3, max(len(names), rng.randint(1, 3)))
     keyed = cols < 3 and rng.random() < 0.4
-    heading = rng.choice([11, 11, 15])
+    heading, bold = rng.choice([11, 11, 13, 15]), rng.random() < 0.75
+    size = 10 if keyed else rng.choice([8, 9, 10, 11, 11])
+    framed = rng.random() < 0.25
     width = ((right if right is not None else c.width - m) - m) / cols
     out, who, bottom = {}, {}, y
     for k, name in enumerate(names):
         x, yy = m + k * width, y
         if cols == 1 and k:
-            x, yy = m, bottom + c.px(12)
-        c.text(x, yy, w.labels[name], "sans-bold", heading)
+            x, yy = m, bottom + c.px(12 + 10 * framed)
+        top = yy
+        c.text(x, yy, w.labels[name], "sans-bold" if bold else "sans", heading)
         yy += c.px(heading + 6)
         lines = _address_lines(fake)
         rows = [fake.company() if rng.random() < 0.6 else fake.name(), lines[0], " ".join(lines[1:])]
@@ -261,10 +275,12 @@ def _parties(c: Canvas, fake: Faker, rng: random.Random, w: Wording, m: float, y
                 continue
             if keyed:
                 c.text(x, yy, key + ":", "sans", 10)
-            drawn.append(c.text(vx, yy, line, "sans", 11 if not keyed else 10, max_x=x + width - c.px(8)))
-            yy += c.px(15 if not keyed else 19)
+            drawn.append(c.text(vx, yy, line, "sans", size, max_x=x + width - c.px(8)))
+            yy += c.px(19 if keyed else size + 4)
+        if framed:
+            c.rect((x - c.px(6), top - c.px(6), x + width - c.px(6), yy + c.px(4)), outline="#333")
         out[name], who[name] = [i for ids in drawn for i in ids], drawn[0]
-        bottom = max(bottom, yy)
+        bottom = max(bottom, yy + c.px(10 * framed))
     return out, who, bottom
 
 
