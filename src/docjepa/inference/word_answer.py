@@ -81,13 +81,14 @@ def without_keys(span: list[int], page: Page) -> list[int]:
     decoder sometimes takes the key with it on layouts unlike its training pages. An answer of keys alone is kept."""
     if len(span) < 2:
         return span
-    words = [page.words[i] for i in span]
-    same = one_line(torch.tensor([w.box for w in words], dtype=torch.float64)).numpy()
-    keyish = [w.text.endswith(":") for w in words]
+    boxes = torch.tensor([page.words[i].box for i in span], dtype=torch.float64)
+    same = one_line(boxes).numpy()
+    left = boxes[:, 0].numpy()
+    keyish = np.array([page.words[i].text.endswith(":") for i in span])
     drop = np.zeros(len(span), dtype=bool)
-    for a, word in enumerate(words):
-        after = same[a] & np.array([w.box[0] > word.box[0] for w in words])
-        if keyish[a] and (after & ~np.array(keyish)).any():
+    for a in np.flatnonzero(keyish):
+        after = same[a] & (left > left[a])
+        if (after & ~keyish).any():
             drop |= same[a] & ~after
     kept = [i for i, gone in zip(span, drop) if not gone]
     return kept or span
