@@ -3,7 +3,8 @@ folder) and ``gpu.py report`` (docs/gpu.md from the GPU JSON).
 
 The report reads every ``benchmarks/results/gpu/<device>/`` folder (a dry run's folder, ``cpu-dry-run``, is never
 reported) and fills the ``gpu`` section of docs/gpu.md: per device, the memory table, the loss table with its
-plot (``docs/images/gpu/<device>-lm.png``) and the Document-JEPA tables. With no folder, the section says so.
+plot (``docs/images/gpu/<device>-lm.png``), the optimizer step alone (``gpu_step.py``) and the Document-JEPA
+tables. With no folder, the section says so.
 """
 
 from __future__ import annotations
@@ -121,6 +122,82 @@ def memory_table(data: dict) -> list[str]:
             f"- LLaMA-1B weights + optimizer state: {gb(best['model_plus_state_bytes'])} GB with "
             f"`{best['optimizer']}`, {verdict} SCALE's {SCALE_1B_GB} GB."
         )
+    return lines
+
+
+def step_table(data: dict) -> list[str]:
+    """The optimizer step alone (``gpu_step.py``): each arm's median at both shapes against Muon's, where RS-SNGD's
+    7B step goes, and the factor draw's parts."""
+    rows = {(r["shape"], r["optimizer"]): r for r in data["rows"]}
+    shapes = [s for s in ("llama-1b", "llama-7b") if any(k[0] == s for k in rows)]
+    p = data["protocol"]
+    lines = [
+        f"The optimizer step alone (`benchmarks/scripts/gpu_step.py`: the whole model's parameters with random bf16 "
+        f"gradients, median of {p['timed_steps']} steps after {p['warmup_steps']} warm-up steps). Normals: the "
+        "factors' random normals eagerly or in one compiled kernel (`rsngd.fused`); orthonormalisation: float32 "
+        "Cholesky QR (a float64 factorisation and a triangular solve per matrix) or with bfloat16 matmuls "
+        "(`orthonormalize_narrow`).",
+        "",
+        "| optimizer | normals | orthonormalisation | " + " | ".join(f"{s} ms | × Muon" for s in shapes) + " |",
+        "|---|---|---|" + "---|---|" * len(shapes),
+    ]
+    for label in dict.fromkeys(k[1] for k in rows):
+        first = next(rows[(s, label)] for s in shapes if (s, label) in rows)
+        sw = first.get("switches", {})
+        name = label + (" (momentum compiled)" if sw.get("momentum") and "momentum" in label else "")
+        forms = (
+            ["–", "–"]
+            if label == "muon"
+            else [
+                "compiled" if sw.get("normals", sw.get("COMPILE_NORMALS")) else "eager",
+                "bfloat16 matmuls" if sw.get("NARROW") else "float32 Cholesky QR",
+            ]
+        )
+        cells = []
+        for s in shapes:
+            r, mu = rows.get((s, label)), rows.get((s, "muon"))
+            cells += (
+                ["–", "–"]
+                if r is None
+                else [
+                    f"{r['opt_step_median_ms']:.1f}",
+                    f"{r['opt_step_median_ms'] / mu['opt_step_median_ms']:.2f}" if mu else "–",
+                ]
+            )
+        lines.append(f"| {name} | {forms[0]} | {forms[1]} | " + " | ".join(cells) + " |")
+    lines.append("")
+    if any(r.get("switches", {}).get("momentum") and "momentum" in r["optimizer"] for r in data["rows"]):
+        lines.append(
+            "- Rows marked (momentum compiled) stepped the residual's quantised momentum in one compiled kernel, a "
+            "form the package does not keep: it measured no faster than the eager one (the `eager momentum` row). "
+            "The memory table's `rsngd-momentum` rows of the same run (3 timed steps) ran it too."
+        )
+    for s in shapes:
+        r = rows.get((s, "rsngd"))
+        if r and "phases" in r:
+            parts = ", ".join(f"{k} {v:.0f} ms" for k, v in r["phases"]["parts_ms"].items())
+            whole = r["phases"]["step_ms"]
+            lines.append(f"- {s}, `rsngd`, one step with each part synchronised ({whole:.0f} ms): {parts}.")
+    draws = data.get("draw_parts", {})
+    if draws:
+        lines += [
+            "",
+            "The factor draw alone, all of a model's matrices of one shape at once (both modes), ms: the normals eager "
+            "and compiled; one Cholesky QR pass in float32 and with bfloat16 matmuls; and the largest distance of "
+            "QᵀQ from the identity, float32 factors rounded to bfloat16 against the bfloat16-matmul ones.",
+            "",
+            "| model | matrix | matrices | rank | normals eager | compiled | float32 QR | bfloat16 matmuls | "
+            "‖QᵀQ − I‖ float32 | bfloat16 |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for s, parts in draws.items():
+            for d in parts:
+                lines.append(
+                    f"| {s} | {d['shape'][0]} × {d['shape'][1]} | {d['matrices']} | {d['rank']} | "
+                    f"{d['normals_eager_ms']:.1f} | {d['normals_compiled_ms']:.1f} | "
+                    f"{d['orthonormalise_float32_ms']:.1f} | {d['orthonormalise_narrow_ms']:.1f} | "
+                    f"{d['orthonormality_float32_rounded']:.1e} | {d['orthonormality_narrow']:.1e} |"
+                )
     return lines
 
 
@@ -284,6 +361,8 @@ def report(results: Path, doc: Path) -> str:
             lines += [f"Then, on the same kind of device: `{run['command']}`.", ""]
         if (mem := read("memory")) is not None:
             lines += [*memory_table(mem), ""]
+        if (step := read("step")) is not None:
+            lines += [*step_table(step), ""]
         if (lm := read("lm")) is not None:
             image = doc.parent / "images" / "gpu" / f"{d.name}-lm.png"
             lines += [*lm_table(lm, f"images/gpu/{d.name}-lm.png" if plot_lm(lm, image) else None), ""]

@@ -17,10 +17,12 @@ Two kinds of factors:
   integer seed, so a subspace is stored as one integer and regenerated on demand. The
   Gaussians come from a counter-based generator written in integer tensor ops
   (splitmix64 of the element index; :func:`keyed_normal` draws a batch's from keys on
-  the device), orthonormalised by Cholesky QR (:func:`orthonormalize`: matmuls, no QR
-  kernel), so the same seed gives the same factors on any device (CPU and CUDA agree
-  up to the rounding of log/cos and the matmuls) and any row of a factor can be
-  produced without the others' random numbers;
+  the device, in one compiled kernel on a GPU), orthonormalised by Cholesky QR
+  (:func:`orthonormalize`: matmuls, no QR kernel; :func:`orthonormalize_narrow` for
+  factors kept in bfloat16, with bfloat16 matmuls), so the same seed gives the same
+  factors on any device (CPU and CUDA agree up to the rounding of log/cos, the matmuls
+  and the factors' dtype) and any row of a factor can be produced without the others'
+  random numbers;
 * :func:`svd_factors`: the leading left singular vectors of each mode unfolding of
   a gradient (the SVD for a matrix, the HOSVD for d > 2).
 
@@ -35,6 +37,8 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
+from .fused import fused
+
 Factors = list[Tensor | None]
 
 __all__ = [
@@ -48,6 +52,7 @@ __all__ = [
     "mix_seed",
     "mode_product",
     "orthonormalize",
+    "orthonormalize_narrow",
     "project",
     "project_back",
     "project_back_local",
@@ -144,9 +149,7 @@ def _box_muller(bits: Tensor, dtype: torch.dtype) -> Tensor:
     radius = _shr(bits, 32).to(dtype).add_(0.5).mul_(scale).log_().mul_(-2.0).sqrt_()
     angle = bits.bitwise_and_(0xFFFFFFFF).to(dtype).add_(0.5).mul_(scale).mul_(2 * torch.pi)
     del bits
-    pairs = torch.empty(*angle.shape, 2, dtype=dtype, device=angle.device)
-    torch.mul(radius, torch.cos(angle), out=pairs[..., 0])
-    torch.mul(radius, angle.sin_(), out=pairs[..., 1])
+    pairs = torch.stack((radius * torch.cos(angle), radius.mul_(angle.sin_())), dim=-1)
     return pairs.view(*angle.shape[:-1], -1)
 
 
@@ -168,6 +171,27 @@ def orthonormalize(z: Tensor, passes: int = 2) -> Tensor:
     return q
 
 
+def orthonormalize_narrow(z: Tensor, dtype: torch.dtype) -> Tensor:
+    """One Cholesky QR pass of ``z`` (float32 or wider, one matrix or a batch) whose Q is wanted rounded to a narrower
+    dtype (bfloat16): :func:`orthonormalize` up to that rounding, without its float32 Gram matrix, its float64 Cholesky
+    factorisations and its triangular solve with ``z`` (slow on a GPU, one launch per matrix). The Gram matrix
+    comes from a matmul of ``z`` rounded to ``dtype`` (tensor cores), its diagonal (each column's squared norm, its
+    largest entries) from a float32 reduction of ``z``; the r × r Cholesky factor is inverted in float32 (for a
+    Gaussian ``z`` with r ≤ n / 2 its condition number is below 4), and ``Q = z L⁻ᵀ`` is one matmul in ``z``'s dtype,
+    rounded to ``dtype``. (The same product in ``dtype`` is faster but leaves each column's norm off by up to that
+    dtype's rounding: each column of Q is then near a scaled copy of a rounded column of ``z``, and rounding it
+    again does not average out.)"""
+    zn = z.to(dtype)
+    gram = (zn.mT @ zn).to(torch.float32)
+    squares = torch.linalg.vector_norm(z, dim=-2).to(torch.float32).square_()
+    torch.diagonal(gram, dim1=-2, dim2=-1).copy_(squares.add_(1e-7 * z.shape[-2]))
+    chol, _ = torch.linalg.cholesky_ex(gram)
+    eye = torch.eye(z.shape[-1], dtype=torch.float32, device=z.device).expand_as(chol)
+    inverse = torch.linalg.solve_triangular(chol, eye, upper=False).mT  # L⁻ᵀ, r × r
+    del zn
+    return (z @ inverse.to(z.dtype)).to(dtype)
+
+
 def factor_key(seed: int, mode: int) -> int:
     """The counter key of mode ``mode``'s factor of a subspace with ``seed`` (as :func:`counter_normal` keys it)."""
     return _signed(mix_seed(mix_seed(seed, mode)) & ((1 << 63) - 1))
@@ -177,20 +201,27 @@ def keyed_normal(sizes: Sequence[tuple[int, int]], keys: Tensor, dtype: torch.dt
     """Standard normals for a batch of B tensors' factors drawn at once: for each (n, r) of ``sizes`` (one per mode
     drawn) a (B, n, r) matrix, tensor b's from the int64 key ``keys[b, mode]`` (:func:`factor_key`). The same numbers
     as :func:`counter_normal` draws for that key; all modes share one counter array, so a batch costs one splitmix and
-    one Box–Muller whatever its number of modes, from keys already on the device."""
-    pairs = [(n * r + 1) // 2 for n, r in sizes]
-    index = torch.arange(sum(pairs), dtype=torch.int64, device=keys.device)
-    counters, key = index, keys[:, :1].expand(-1, len(index))
-    for mode in range(1, len(sizes)):  # counters restart at 0 for each mode, with that mode's key
-        later = index >= sum(pairs[:mode])
-        counters = counters - later.to(torch.int64) * pairs[mode - 1]
-        key = torch.where(later, keys[:, mode : mode + 1], key)
-    z = _box_muller(_splitmix(key.bitwise_xor(counters)), dtype)
+    one Box–Muller whatever its number of modes, from keys already on the device; on a GPU in one kernel
+    (``rsngd.fused``)."""
+    pairs = tuple((n * r + 1) // 2 for n, r in sizes)
+    z = _normals(keys, pairs, dtype)
     out, offset = [], 0
     for (n, r), count in zip(sizes, pairs):
         out.append(z[:, 2 * offset : 2 * offset + n * r].view(keys.shape[0], n, r))
         offset += count
     return out
+
+
+@fused("normals")
+def _normals(keys: Tensor, pairs: tuple[int, ...], dtype: torch.dtype) -> Tensor:
+    """(B, 2 · sum(pairs)) normals: mode m's ``pairs[m]`` counters (from 0) with key ``keys[:, m]``, back to back."""
+    index = torch.arange(sum(pairs), dtype=torch.int64, device=keys.device)
+    counters, key = index, keys[:, :1].expand(-1, len(index))
+    for mode in range(1, len(pairs)):  # counters restart at 0 for each mode, with that mode's key
+        later = index >= sum(pairs[:mode])
+        counters = counters - later.to(torch.int64) * pairs[mode - 1]
+        key = torch.where(later, keys[:, mode : mode + 1], key)
+    return _box_muller(_splitmix(key.bitwise_xor(counters)), dtype)
 
 
 def random_factors(

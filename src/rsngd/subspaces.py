@@ -26,6 +26,7 @@ from .projection import (
     keyed_normal,
     mix_seed,
     orthonormalize,
+    orthonormalize_narrow,
     random_factors,
 )
 from .sharding import Layout
@@ -35,6 +36,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from torch.optim import Optimizer
 
 __all__ = ["Subspaces", "name_key", "tag_parameter_names"]
+
+NARROW = True
+"""Factors kept in a narrower dtype than their work dtype (bfloat16 on a GPU) are orthonormalised with that dtype's
+matmuls (``rsngd.projection.orthonormalize_narrow``); False: by float32 Cholesky QR, then rounded."""
 
 
 class Subspaces:
@@ -134,7 +139,7 @@ class Subspaces:
         passes = 1 if torch.finfo(dtype).eps > torch.finfo(work).eps else 2
         normals = keyed_normal([(ps[0].shape[m], ranks[m]) for m in modes], keys, work)
         for mode, z in zip(modes, normals):
-            q = orthonormalize(z, passes)
+            q = orthonormalize_narrow(z, dtype) if passes == 1 and NARROW else orthonormalize(z, passes)
             out[mode] = q.narrow(1, lay.offsets[mode], lay.local_shape[mode]).to(dtype)
         return out
 

@@ -23,6 +23,7 @@ import gpu_carry  # noqa: E402
 import gpu_docjepa_train  # noqa: E402
 import gpu_memory  # noqa: E402
 import gpu_report  # noqa: E402
+import gpu_step  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -266,6 +267,25 @@ def test_the_docs_page_renders_gpu_results_and_says_so_when_there_are_none(dry_r
         assert f"| llama-7b | {label} |" in body
     assert "| rsngd |" in body and "Loss at llama-60m" in body
     assert (doc.parent / "images" / "gpu" / "nvidia-h100-80gb-hbm3-lm.png").is_file()
+
+
+def test_the_step_benchmark_dry_run_times_every_arm_and_the_report_compares_them_with_muon(tmp_path):
+    """``gpu_step.py`` on the CPU at tiny shapes: every arm timed at both shapes, the RS-SNGD arms' parts and
+    profile, the draw's parts; its table puts each arm against Muon's step of the same shape, naming its forms."""
+    gpu_step.main(["--out", str(tmp_path), "--dry-run", "--steps", "1"])
+    data = json.loads((tmp_path / "step.json").read_text())
+    labels = [label for label, *_ in gpu_step.ARMS]
+    assert [r["optimizer"] for r in data["rows"]] == labels * 2
+    assert all(r["opt_step_median_ms"] > 0 and r["state_bytes"] >= 0 for r in data["rows"])
+    parts = {r["optimizer"]: r["phases"]["parts_ms"] for r in data["rows"] if "phases" in r}
+    assert "residual: Newton-Schulz" in parts["rsngd"] and "residual: momentum" in parts["rsngd-momentum"]
+    assert all(r["profile"] for r in data["rows"] if "phases" in r)
+    for rows in data["draw_parts"].values():
+        assert len(rows) == 3 and all(r["normals_max_abs_diff"] == 0 for r in rows)  # eager on the CPU both times
+    lines = gpu_report.step_table(data)
+    muon = next(line for line in lines if line.startswith("| muon | – | – |"))
+    assert muon.count("| 1.00 |") == 2  # Muon against itself at each shape
+    assert any(line.startswith("| rsngd before | eager | float32 Cholesky QR |") for line in lines)
 
 
 def test_the_committed_docs_page_is_what_the_committed_results_give(tmp_path):

@@ -188,6 +188,50 @@ def test_orthonormalize_is_the_householder_q_with_a_positive_diagonal(gen):
         assert (got.mT @ got - eye).abs().max() < tol
 
 
+def test_the_narrow_orthonormalisation_is_the_float32_one_rounded():
+    """Factors wanted in bfloat16 (a GPU step's) orthonormalised with bfloat16 matmuls: within two bfloat16 roundings
+    of the float32 Cholesky QR's Q rounded, entry by entry (an entry smaller than the columns' RMS counted at it), and
+    as orthonormal as that rounded Q (to 20 %)."""
+    from rsngd.projection import counter_normal, orthonormalize, orthonormalize_narrow
+
+    z = torch.stack([counter_normal(1024, 128, seed) for seed in (1, 2)]).float()
+    wide = orthonormalize(z, 1).to(torch.bfloat16)
+    narrow = orthonormalize_narrow(z, torch.bfloat16)
+    assert narrow.dtype == torch.bfloat16 and narrow.shape == z.shape
+    ulp = 2.0**-8 * wide.float().abs().clamp_min(z.shape[-2] ** -0.5)
+    assert ((narrow.float() - wide.float()).abs() <= 2 * ulp).all()
+
+    def off(q: torch.Tensor) -> float:
+        g = q.double().mT @ q.double()
+        return (g - torch.eye(g.shape[-1], dtype=g.dtype)).abs().max().item()
+
+    assert off(narrow) < 1.2 * off(wide) and off(narrow) < 2e-3
+
+
+def test_bfloat16_factors_are_drawn_narrow_and_agree_with_float32_ones():
+    """A step whose matmuls run in bfloat16 draws its factors with the narrow orthonormalisation (``subspaces.NARROW``);
+    they agree with the float32 step's factors to bfloat16's rounding."""
+    from rsngd import RSNGD, subspaces
+
+    p = torch.nn.Parameter(torch.randn(96, 160))
+    p.grad = torch.randn(96, 160)
+    opt = RSNGD([p], rank=16, residual="none", precision="bfloat16")
+    opt.step()
+    group, state, space = opt.param_groups[0], opt.state[p], opt._space
+    lay = opt._layout_of(p)
+    narrow = space.local(p, group, lay, p.device, torch.bfloat16)
+    wide = space.full(p, group, state, p.device)
+    for a, b in zip(narrow, wide):
+        assert a.dtype == torch.bfloat16
+        assert (a.float() - b).abs().max() <= 2.0**-7 * b.abs().max()
+    subspaces.NARROW = False
+    try:
+        rounded = space.local(p, group, lay, p.device, torch.bfloat16)
+    finally:
+        subspaces.NARROW = True
+    assert any(not torch.equal(a, b) for a, b in zip(narrow, rounded))
+
+
 def test_keyed_normal_draws_counter_normal_for_a_batch_of_tensors_and_modes():
     """One draw for B tensors and all their modes gives, for each, exactly the numbers of its own counter draw."""
     from rsngd.projection import counter_normal, factor_key, keyed_normal

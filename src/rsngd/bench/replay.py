@@ -11,7 +11,8 @@ records:
   triangular solves and Cholesky factorisations by their textbook counts), the dtype of the first input;
 - **kernel-issuing operations**: every operation but views, ``empty`` and other metadata-only ones; a
   ``_foreach`` operation counts once when it takes CUDA's multi-tensor fast path (one dtype and device, lists of
-  matching shapes), else once per tensor;
+  matching shapes), else once per tensor; a function that runs compiled on a GPU (``rsngd.fused``: the factors'
+  normals) counts once per call (its live bytes are still the eager operations', more than the kernel holds);
 - **QR factorisations** (``linalg_qr``, ``geqrf``) and **host → device copies** (a ``copy_`` or ``_to_copy`` from
   a CPU tensor of more than one element onto the meta device);
 - **host synchronisations** cannot happen: reading a meta tensor's value raises.
@@ -33,6 +34,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import flop_registry
+
+from rsngd import fused
 
 __all__ = ["SHAPES", "StepTracker", "llama_parameters", "replay"]
 
@@ -101,6 +104,7 @@ class StepTracker(TorchDispatchMode):
         self.host_to_device = 0
         self.by_op: Counter[str] = Counter()
         self._seen: dict[int, weakref.ref] = {}
+        self._fused_call: int | None = None
 
     def _free(self, key: int, nbytes: int, _ref: Any = None) -> None:
         self._seen.pop(key, None)
@@ -145,6 +149,10 @@ class StepTracker(TorchDispatchMode):
         )
         if not view and name not in _NO_KERNEL:
             launches = _foreach_launches(args) if name.startswith("_foreach_") else 1
+            call = fused.running()
+            if call is not None:  # one compiled kernel on a GPU (rsngd.fused): its first operation stands for it
+                launches, name = int(call != self._fused_call), "fused"
+                self._fused_call = call
             self.ops += launches
             self.by_op[name] += launches
 

@@ -4,7 +4,7 @@ what RS-SNGD's step costs a GPU, checked on the CPU against Muon's step replayed
 Targets (docs/rsngd.md, "The step on a GPU"): the step's temporaries at most 0.5 GB at 1B and 1.0 GB at 7B; per-layer
 updates at 7B peak at most 20 GB (weights, the gradients held, state, temporaries; GaLore reports 22 GB); at least
 99 % of the matmul FLOPs in bfloat16; no QR and no host→device copy on a step that renews nothing; kernel launches
-at most 1.5 × Muon's, but for ``rsngd-momentum`` at 7B (at most 1.7 ×, see the docs)."""
+at most 1.5 × Muon's (the factors' normals, one compiled kernel on a GPU, counted once per draw)."""
 
 import pytest
 import torch
@@ -13,8 +13,7 @@ from rsngd.bench.replay import StepTracker, replay
 
 GB = 1e9
 LIMIT = {"llama-1b": 0.5 * GB, "llama-7b": 1.0 * GB}
-OPS = {("rsngd", "llama-1b"): 1.5, ("rsngd", "llama-7b"): 1.5, ("rsngd-momentum", "llama-1b"): 1.5}
-OPS[("rsngd-momentum", "llama-7b")] = 1.7
+OPS = 1.5
 
 
 @pytest.fixture(scope="module")
@@ -38,9 +37,10 @@ def test_the_step_at_llama_shapes_meets_its_gpu_targets(muon, method, shape):
     assert r["peak_bytes"] < muon[shape]["peak_bytes"]
     assert r["bf16_flop_share"] >= 0.99
     assert r["qr_calls"] == 0 and r["host_to_device_copies"] == 0
-    assert r["kernel_ops"] <= OPS[(method, shape)] * muon[shape]["kernel_ops"]
-    # The work is Muon's: the Newton–Schulz iterations of the same matrices, within 2 % of its FLOPs.
-    assert abs(sum(r["flops"].values()) / sum(muon[shape]["flops"].values()) - 1) < 0.02
+    assert r["kernel_ops"] <= OPS * muon[shape]["kernel_ops"]
+    # The work is Muon's (the Newton–Schulz iterations of the same matrices) and the subspace's projections and
+    # factors, about 2 % more.
+    assert abs(sum(r["flops"].values()) / sum(muon[shape]["flops"].values()) - 1) < 0.025
 
 
 def test_per_layer_updates_of_a_7b_model_peak_under_20_gb():
@@ -70,3 +70,17 @@ def test_the_tracker_counts_what_a_step_allocates_and_launches():
     assert r["qr_calls"] == 1 and r["host_to_device_copies"] == 1
     assert r["temporaries_bytes"] >= 64 * 16 * 4 + 64 * 32 * 4 and t.live < r["temporaries_bytes"]
     assert r["top_ops"]["_foreach_add_"] == 1 + 4
+
+
+def test_a_fused_function_counts_as_one_launch_per_call():
+    """The normals' chain of some thirty operations runs as one compiled kernel on a GPU: the replay counts each
+    call once (and every operation outside it as before)."""
+    from rsngd.projection import keyed_normal
+
+    keys = torch.empty(3, 2, device="meta", dtype=torch.int64)
+    with StepTracker() as t:
+        keyed_normal([(64, 8), (32, 8)], keys, torch.float32)
+        keyed_normal([(64, 8)], keys[:, :1], torch.float32)
+        torch.empty(4, device="meta").add_(1)
+    r = t.report()
+    assert r["top_ops"]["fused"] == 2 and r["kernel_ops"] == 3
