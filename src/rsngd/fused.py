@@ -2,7 +2,7 @@
 
 Drawing a batch's random normals (``rsngd.projection.keyed_normal``: splitmix64 and Box–Muller over int64 counters)
 is some thirty elementwise operations; eagerly each reads and writes an array the size of the batch's factors, and
-at LLaMA-7B shapes the two draws of a step took 170 ms of it on an H200, compiled 30 ms (docs/rsngd.md, "The step on
+at LLaMA-7B shapes the draws of a step took 170 ms of it on an H200, compiled 33 ms (docs/rsngd.md, "The step on
 a GPU"). :func:`fused` wraps such a function: on a CUDA device it runs compiled (once per process, shapes dynamic),
 elsewhere, when switched off in :data:`ENABLED`, or if compiling fails (warned once), eagerly. Compiled, integer
 arithmetic is exact and floating point agrees up to the last bit of the functions the compiler's libraries evaluate
