@@ -2,6 +2,9 @@ import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# Triton kernels (rsngd.kernels) run in Triton's interpreter on CPU tensors; it must be chosen before torch imports
+# Triton.
+os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import pytest
 import torch

@@ -9,13 +9,15 @@ step's work does not depend on their values), so no forward or backward runs. Pe
 one, each synchronised; the median. The step has two GPU forms, each with a switch: the factors' normals in one
 compiled kernel (``rsngd.fused.ENABLED["normals"]``) and bfloat16 factors orthonormalised without a float32 Gram
 matrix, float64 Cholesky factorisations or a triangular solve with the normals (``rsngd.subspaces.NARROW``);
-"before" arms switch both off, the step as it was.
+"before" arms switch both off, the step as it was. "kernel" arms also step the 8-bit residual momentum with its
+Triton kernel (``rsngd.kernels.ENABLED["momentum"]``, off by default).
 
-Then, for ``rsngd`` and ``rsngd-momentum`` with both forms: one step with every call of the factor draw, the
-residual's Newton–Schulz and its momentum timed (each synchronised), and one step under ``torch.profiler`` (its
-20 costliest kernels). Then the draw's parts at each matrix shape, for all matrices of that shape at once: the
-normals eager and compiled, the float32 Cholesky QR and the narrow one, and how far the narrow factors are from
-the float32 ones rounded to bfloat16 and from orthonormal. Writes ``DIR/step.json`` after each arm.
+Then, for the arms in ``PROFILED``: one step with every call of the factor draw, the residual's Newton–Schulz and
+its momentum timed (each synchronised), and one step under ``torch.profiler`` (its 20 costliest kernels). Then the
+draw's parts at each matrix shape, for all matrices of that shape at once: the normals eager and compiled, the
+float32 Cholesky QR and the narrow one, and how far the narrow factors are from the float32 ones rounded to
+bfloat16 and from orthonormal. Then the momentum kernel on one MLP-shaped matrix: its time against the eager
+step's, its codes and direction against a float64 reference. Writes ``DIR/step.json`` after each arm.
 """
 
 from __future__ import annotations
@@ -32,28 +34,35 @@ from gpu_common import environment, pick_device, reset_memory, sync, write_json
 from gpu_memory import DRY_SHAPES, SHAPES, build_llama
 
 import rsngd
-from rsngd import fused, orthogonal, strategies, subspaces
+from rsngd import compact, fused, kernels, orthogonal, strategies, subspaces
 from rsngd.projection import clamp_ranks, keyed_normal, orthonormalize, orthonormalize_narrow
+from rsngd.residual import quantised_momentum
 
-BOTH = {"normals": True, "NARROW": True}
-OFF = {"normals": False, "NARROW": False}
+BOTH = {"normals": True, "NARROW": True, "momentum_kernel": False}
+OFF = {"normals": False, "NARROW": False, "momentum_kernel": False}
+KERNEL = {**BOTH, "momentum_kernel": True}
 ARMS: list[tuple[str, str, dict[str, Any], dict[str, bool]]] = [
     # (label, create_optimizer name, keywords, the GPU forms switched on)
     ("muon", "muon", {"lr": 0.02}, BOTH),
     ("rsngd", "rsngd", {}, BOTH),
     ("rsngd-momentum", "rsngd-momentum", {}, BOTH),
+    ("rsngd-momentum kernel", "rsngd-momentum", {}, KERNEL),
     ("rsngd before", "rsngd", {}, OFF),
     ("rsngd-momentum before", "rsngd-momentum", {}, OFF),
     ("rsngd eager normals", "rsngd", {}, {**BOTH, "normals": False}),
     ("rsngd float32 orthonormalisation", "rsngd", {}, {**BOTH, "NARROW": False}),
     ("rsngd cache_factors", "rsngd", {"cache_factors": True}, BOTH),
     ("rsngd-momentum cache_factors", "rsngd-momentum", {"cache_factors": True}, BOTH),
+    ("rsngd-momentum cache_factors kernel", "rsngd-momentum", {"cache_factors": True}, KERNEL),
 ]
+PROFILED = ("rsngd", "rsngd-momentum", "rsngd-momentum kernel", "rsngd before", "rsngd-momentum before")
+"""The arms stepped once more with their parts timed and once under the profiler."""
 
 
 def switches(values: dict[str, bool]) -> None:
     fused.ENABLED["normals"] = values["normals"]
     subspaces.NARROW = values["NARROW"]
+    kernels.ENABLED["momentum"] = values["momentum_kernel"]
 
 
 def random_grads(model: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:
@@ -109,6 +118,7 @@ def phases(opt: Any, device: torch.device) -> dict[str, Any]:
     timer.wrap(subspaces, "orthonormalize_narrow", "draw: orthonormalise (narrow)")
     timer.wrap(subspaces, "orthonormalize", "draw: orthonormalise (float32)")
     timer.wrap(orthogonal, "orthogonalize_stack", "residual: Newton-Schulz")
+    timer.wrap(kernels, "momentum_step", "residual: momentum kernel")
     key = ("momentum", None)
     impl, owner = strategies.REGISTRY.strategies[key]
     holder = type("Holder", (), {"fn": staticmethod(impl)})
@@ -185,6 +195,34 @@ def draw_parts(shape: dict[str, int], device: torch.device) -> list[dict[str, An
     return rows
 
 
+def momentum_kernel_check(shape: dict[str, int], device: torch.device) -> dict[str, Any]:
+    """The 8-bit momentum kernel (``rsngd.kernels``) on one random (MLP width × hidden) bf16 residual: its time
+    against the eager step's, and its codes and direction against a float64 reference of the same step."""
+    rows, cols = shape["intermediate"], shape["hidden"]
+    gen = torch.Generator(device=device).manual_seed(1)
+    old = torch.randn(rows, cols, generator=gen, device=device) * torch.rand(rows, cols, generator=gen, device=device)
+    codes, scales = compact.quantize(old, 8)
+    residual = torch.randn(rows, cols, generator=gen, device=device).to(torch.bfloat16)
+    ok, beta = torch.ones((), dtype=torch.bool, device=device), 0.95
+    x = residual.double()
+    buffer = x + beta * (compact.dequantize(codes, scales, 8, (rows, cols), torch.float64) - x)
+    want_codes, want_scales = compact.quantize(buffer, 8)
+    direction = x + beta * (buffer - x)
+    kernels.ENABLED["momentum"] = True
+    got, got_codes, got_scales = residual.clone(), codes.clone(), scales.clone()
+    row: dict[str, Any] = {"matrix": [rows, cols], "ran": kernels.momentum_step(got, got_codes, got_scales, beta, ok)}
+    gap = (got_codes.int() - want_codes.int()).abs()
+    row["codes_max_gap"], row["codes_equal_share"] = gap.max().item(), (gap == 0).float().mean().item()
+    row["scales_max_rel"] = ((got_scales - want_scales).abs() / want_scales.clamp_min(1e-30)).max().item()
+    row["direction_max_rel"] = ((got.double() - direction).abs().max() / direction.abs().max()).item()
+    args = (residual.clone(), codes.clone(), scales.clone(), beta, ok)
+    row["kernel_ms"] = median_ms(kernels.momentum_step, device, *args)
+    kernels.ENABLED["momentum"] = False
+    state = {"res_codes": codes.clone(), "res_scales": scales.clone()}
+    row["eager_ms"] = median_ms(quantised_momentum, device, None, state, residual.clone(), beta, 8, ok)
+    return row
+
+
 def _each(fn, zs: list[torch.Tensor], *args: Any) -> list:
     return [fn(z, *args) for z in zs]
 
@@ -210,7 +248,7 @@ def run_shape(name: str, shape: dict[str, int], device: torch.device, args, resu
         row["opt_step_median_ms"] = round(1000 * statistics.median(times), 2)
         row["opt_step_times_ms"] = [round(1000 * x, 2) for x in times]
         row["state_bytes"] = rsngd.optimizer_state_bytes(opt)
-        if label in ("rsngd", "rsngd-momentum", "rsngd before", "rsngd-momentum before"):
+        if label in PROFILED:
             row["phases"] = phases(opt, device)
             row["profile"] = profile(opt, device)
         row["wall_s"] = round(time.perf_counter() - t, 2)
@@ -223,6 +261,8 @@ def run_shape(name: str, shape: dict[str, int], device: torch.device, args, resu
     del model, named
     reset_memory(device)
     result["draw_parts"][name] = draw_parts(shape, device)
+    result["momentum_kernel"][name] = momentum_kernel_check(shape, device)
+    switches(BOTH)
     write_json(path, result)
 
 
@@ -243,6 +283,7 @@ def main(argv: list[str] | None = None) -> None:
         "protocol": {"weights": "bf16", "gradients": "random bf16", "warmup_steps": 2, "timed_steps": args.steps},
         "rows": [],
         "draw_parts": {},
+        "momentum_kernel": {},
     }
     for name in args.shapes.split(","):
         run_shape(name, every[name], device, args, result, path)

@@ -17,7 +17,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from . import compact, orthogonal, strategies
+from . import compact, kernels, orthogonal, strategies
 from .budget import MOMENTUM_BYTES, budget, item_bytes
 from .ortho_dist import ortho_replicated, ortho_sharded
 from .sharding import Layout, group_key, local, state_like
@@ -53,13 +53,21 @@ def quantised_momentum_stack(opt: Any, batch: list[Any], residuals: Tensor, beta
     buffer whole-size and quantised (``residual_bits``) in its state, updated only where ``ok``; written in place of
     the residuals (a stack, which it returns). The batch's buffers are stepped as one stack of rows, a chunk of rows
     at a time (blocks never cross a row, so a chunk quantises as the whole), keeping the dequantised transients
-    within the group's batch budget (``rsngd.budget``)."""
+    within the group's batch budget (``rsngd.budget``). Where the 8-bit momentum kernel runs (``rsngd.kernels``),
+    each matrix is stepped by one kernel on its own codes instead."""
     group = batch[0].group
     bits = group["residual_bits"]
     count, rows, cols = residuals.shape[0], residuals.shape[1], math.prod(residuals.shape[2:])
     for e in batch:
         if "res_codes" not in e.state:
             _momentum_state(e.p, e.state, (rows, cols), bits, residuals.device)
+    if bits == 8 and kernels.available("momentum", residuals):  # one kernel per matrix, no stacked copies
+        held = [(local(e.state["res_codes"]), local(e.state["res_scales"])) for e in batch]
+        done = [kernels.momentum_step(residuals[i], *held[i], betas[i], ok) for i in range(count)]
+        if any(done):
+            for i in [i for i, d in enumerate(done) if not d]:  # the kernel failed part-way: the rest eagerly
+                residuals[i].copy_(quantised_momentum(batch[i].p, batch[i].state, residuals[i], betas[i], bits, ok))
+            return residuals
     codes = torch.stack([local(e.state["res_codes"]) for e in batch]).view(count * rows, -1)
     scales = torch.stack([local(e.state["res_scales"]) for e in batch]).view(count * rows, -1)
     flat = residuals.reshape(count * rows, cols)
@@ -121,10 +129,13 @@ def quantised_momentum(
 ) -> Tensor:
     """The residual's Nesterov momentum direction ``(1 − β) R + β M`` with ``M ← β M + (1 − β) R`` (Muon's), its
     buffer whole-size and quantised to ``bits`` bits (``rsngd.compact``) in ``state``, updated only where ``ok``: one
-    tensor (this rank's rows of a sharded one), as the distributed residual step takes them."""
+    tensor (this rank's rows of a sharded one), as the distributed residual step takes them. Where the momentum
+    kernel runs (``rsngd.kernels``) the direction is written in place of ``residual``."""
     if "res_codes" not in state:
         _momentum_state(p, state, tuple(residual.shape), bits, residual.device)
     old_codes, old_scales = local(state["res_codes"]), local(state["res_scales"])
+    if bits == 8 and kernels.momentum_step(residual, old_codes, old_scales, beta, ok):  # in place, one kernel
+        return residual
     buffer = compact.dequantize(old_codes, old_scales, bits, residual.shape, residual.dtype)
     buffer = torch.lerp(residual, buffer, beta)
     codes, scales = compact.quantize(buffer, bits)

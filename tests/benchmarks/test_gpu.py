@@ -25,6 +25,8 @@ import gpu_memory  # noqa: E402
 import gpu_report  # noqa: E402
 import gpu_step  # noqa: E402
 
+from rsngd import kernels  # noqa: E402
+
 
 @pytest.fixture(scope="module")
 def dry_run(tmp_path_factory) -> Path:
@@ -269,9 +271,18 @@ def test_the_docs_page_renders_gpu_results_and_says_so_when_there_are_none(dry_r
     assert (doc.parent / "images" / "gpu" / "nvidia-h100-80gb-hbm3-lm.png").is_file()
 
 
-def test_the_step_benchmark_dry_run_times_every_arm_and_the_report_compares_them_with_muon(tmp_path):
+def test_the_step_benchmark_dry_run_times_every_arm_and_the_report_compares_them_with_muon(tmp_path, monkeypatch):
     """``gpu_step.py`` on the CPU at tiny shapes: every arm timed at both shapes, the RS-SNGD arms' parts and
-    profile, the draw's parts; its table puts each arm against Muon's step of the same shape, naming its forms."""
+    profile, the draw's parts, the momentum kernel's check (in Triton's interpreter, where Triton is installed);
+    its table puts each arm against Muon's step of the same shape, naming its forms."""
+    try:
+        import triton
+
+        kernel = bool(triton.knobs.runtime.interpret)
+    except ImportError:
+        kernel = False
+    if kernel:
+        monkeypatch.setattr(kernels, "DEVICES", ("cpu",))
     gpu_step.main(["--out", str(tmp_path), "--dry-run", "--steps", "1"])
     data = json.loads((tmp_path / "step.json").read_text())
     labels = [label for label, *_ in gpu_step.ARMS]
@@ -286,6 +297,12 @@ def test_the_step_benchmark_dry_run_times_every_arm_and_the_report_compares_them
     muon = next(line for line in lines if line.startswith("| muon | – | – |"))
     assert muon.count("| 1.00 |") == 2  # Muon against itself at each shape
     assert any(line.startswith("| rsngd before | eager | float32 Cholesky QR |") for line in lines)
+    assert kernels.ENABLED["momentum"] is False  # the package's default, restored
+    if kernel:
+        assert "residual: momentum kernel" in parts["rsngd-momentum kernel"]
+        for check in data["momentum_kernel"].values():
+            assert check["ran"] and check["codes_max_gap"] <= 1 and check["direction_max_rel"] < 1e-2
+        assert any(line.startswith("| llama-7b | 256 × 96 |") for line in lines)
 
 
 def test_the_committed_docs_page_is_what_the_committed_results_give(tmp_path):
