@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["ENABLED", "fused", "running"]
+__all__ = ["ENABLED", "OBSERVERS", "fused", "running"]
 
 ENABLED: dict[str, bool] = {}
 """Whether each fused function (by name) runs compiled on a CUDA device: ``rsngd.fused.ENABLED["normals"] = False``
@@ -26,6 +26,10 @@ switches the normals' kernel off (``benchmarks/scripts/gpu_step.py`` compares th
 
 DEVICES = ("cuda",)
 """The device types the fused functions run compiled on."""
+
+OBSERVERS: list[Callable[[tuple, Any], None]] = []
+"""Called with each eager fused call's arguments and result (``rsngd.bench.replay`` counts the bytes a compiled
+kernel would read and write from them)."""
 
 _COMPILED: dict[str, Any] = {}
 _EAGER = {"call": 0, "inside": False}
@@ -43,9 +47,12 @@ def _eager(fn: Callable[..., Any], args: tuple) -> Any:
     _EAGER["call"] += 1
     _EAGER["inside"] = True
     try:
-        return fn(*args)
+        out = fn(*args)
     finally:
         _EAGER["inside"] = False
+    for observe in OBSERVERS:
+        observe(args, out)
+    return out
 
 
 def fused(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

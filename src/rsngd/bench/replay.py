@@ -13,6 +13,10 @@ records:
   ``_foreach`` operation counts once when it takes CUDA's multi-tensor fast path (one dtype and device, lists of
   matching shapes), else once per tensor; a function that runs compiled on a GPU (``rsngd.fused``: the factors'
   normals) counts once per call (its live bytes are still the eager operations', more than the kernel holds);
+- **memory traffic**: the bytes each kernel-issuing operation reads and writes, counted as its distinct tensor
+  arguments and its results (an estimate: a matmul's operands once, though its tiles re-read them; a fused call's
+  arguments and results; a hand-written kernel's tensors once each way). Elementwise work on a GPU takes about this
+  many bytes over the memory's bandwidth;
 - **QR factorisations** (``linalg_qr``, ``geqrf``) and **host → device copies** (a ``copy_`` or ``_to_copy`` from
   a CPU tensor of more than one element onto the meta device);
 - **host synchronisations** cannot happen: reading a meta tensor's value raises.
@@ -22,12 +26,16 @@ optimizer by ``rsngd.create_optimizer`` (any RS-SNGD recipe, ``muon`` or ``adamw
 state, then replays a second step under the tracker. With ``per_layer`` the second step's backward is simulated:
 each gradient appears in reverse order (as backward produces them) and the per-layer hook consumes it, so the
 peak is that of weights + the gradients held + state + temporaries, as a GPU would see it with no activations.
+With ``kernels`` the hand-written GPU kernels of ``rsngd.kernels`` run as stand-ins (:func:`kernel_stand_ins`), each
+launch one kernel.
 """
 
 from __future__ import annotations
 
+import contextlib
 import weakref
 from collections import Counter
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
@@ -36,8 +44,9 @@ from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import flop_registry
 
 from rsngd import fused
+from rsngd import kernels as _kernels
 
-__all__ = ["SHAPES", "StepTracker", "llama_parameters", "replay"]
+__all__ = ["SHAPES", "StepTracker", "kernel_stand_ins", "llama_parameters", "replay"]
 
 SHAPES: dict[str, dict[str, int]] = {
     # GaLore's LLaMA configurations (hidden, MLP width, blocks, heads; vocabulary 32,000), as gpu.py builds them.
@@ -91,6 +100,15 @@ def _foreach_launches(args: tuple) -> int:
     return 1
 
 
+def _moved(tensors: Any) -> int:
+    """Bytes of the distinct tensors among ``tensors`` (a pytree): what an operation reads or writes of them."""
+    seen = {id(t): t for t in tree_flatten(tensors)[0] if isinstance(t, torch.Tensor)}
+    return sum(t.numel() * t.element_size() for t in seen.values())
+
+
+_ACTIVE: list[StepTracker] = []
+
+
 class StepTracker(TorchDispatchMode):
     """Counts what a stretch of torch code allocates and launches (see the module's docstring)."""
 
@@ -102,9 +120,34 @@ class StepTracker(TorchDispatchMode):
         self.ops = 0
         self.qr = 0
         self.host_to_device = 0
+        self.traffic = 0
         self.by_op: Counter[str] = Counter()
+        self.traffic_by_op: Counter[str] = Counter()
         self._seen: dict[int, weakref.ref] = {}
         self._fused_call: int | None = None
+
+    def __enter__(self) -> StepTracker:
+        _ACTIVE.append(self)
+        fused.OBSERVERS.append(self._fused)
+        return super().__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        _ACTIVE.remove(self)
+        fused.OBSERVERS.remove(self._fused)
+        return super().__exit__(*exc)
+
+    def _fused(self, args: tuple, out: Any) -> None:
+        """A fused call's traffic: its arguments read, its results written, as its one compiled kernel moves them."""
+        self.traffic += _moved(args) + _moved(out)
+        self.traffic_by_op["fused"] += _moved(args) + _moved(out)
+
+    def launch(self, name: str, tensors: list[torch.Tensor]) -> None:
+        """A hand-written kernel's launch (``rsngd.kernels``, replayed by :func:`kernel_stand_ins`): one launch that
+        reads and writes ``tensors``."""
+        self.ops += 1
+        self.by_op[name] += 1
+        self.traffic += 2 * _moved(tensors)
+        self.traffic_by_op[name] += 2 * _moved(tensors)
 
     def _free(self, key: int, nbytes: int, _ref: Any = None) -> None:
         self._seen.pop(key, None)
@@ -155,6 +198,10 @@ class StepTracker(TorchDispatchMode):
                 self._fused_call = call
             self.ops += launches
             self.by_op[name] += launches
+            if call is None:  # a fused call's traffic is its arguments and results (``_fused``)
+                moved = _moved((args, kwargs)) + _moved(out)
+                self.traffic += moved
+                self.traffic_by_op[name] += moved
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
@@ -173,8 +220,51 @@ class StepTracker(TorchDispatchMode):
             "kernel_ops": self.ops,
             "qr_calls": self.qr,
             "host_to_device_copies": self.host_to_device,
+            "traffic_bytes": self.traffic,
             "top_ops": dict(self.by_op.most_common(12)),
+            "top_traffic": dict(self.traffic_by_op.most_common(8)),
         }
+
+
+class _MetaLaunch:
+    """Stands in for a Triton kernel on meta tensors: a launch the active trackers count (``StepTracker.launch``)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __getitem__(self, grid: Any) -> _MetaLaunch:
+        return self
+
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
+        for tracker in _ACTIVE:
+            tracker.launch(self.name, [a for a in args if isinstance(a, torch.Tensor)])
+
+
+class _Grid:
+    next_power_of_2 = staticmethod(lambda n: 1 << max(0, n - 1).bit_length())
+    cdiv = staticmethod(lambda a, b: -(-a // b))
+
+
+@contextlib.contextmanager
+def kernel_stand_ins(names: Sequence[str]) -> Iterator[None]:
+    """The kernels ``names`` of ``rsngd.kernels`` (``"momentum"``) switched on for meta tensors, each launch counted
+    as one kernel that reads and writes its tensors once."""
+    unknown = set(names) - {"momentum"}
+    if unknown:
+        raise ValueError(f"no stand-in for kernels {sorted(unknown)}")
+    if not names:
+        yield
+        return
+    saved = _kernels.DEVICES, dict(_kernels.ENABLED), _kernels._triton
+    _kernels.DEVICES = ("meta",)
+    _kernels.ENABLED.update({n: True for n in names})
+    _kernels._triton = lambda: (_Grid, _MetaLaunch("momentum kernel"))  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        _kernels.DEVICES, _kernels._triton = saved[0], saved[2]
+        _kernels.ENABLED.clear()
+        _kernels.ENABLED.update(saved[1])
 
 
 def llama_parameters(shape: dict[str, int], device: str = "meta", dtype: torch.dtype = torch.bfloat16) -> list:
@@ -195,10 +285,22 @@ def _bytes(tensors: Any) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
-def replay(method: str, shape: str | dict[str, int] = "llama-1b", per_layer: bool = False, **kw: Any) -> dict[str, Any]:
+def replay(
+    method: str,
+    shape: str | dict[str, int] = "llama-1b",
+    per_layer: bool = False,
+    kernels: Sequence[str] = (),
+    **kw: Any,
+) -> dict[str, Any]:
     """One step of ``create_optimizer(llama, method, **kw)`` (after a first step that creates the state) replayed on
     the meta device; returns :meth:`StepTracker.report` with the weights', gradients' and state's bytes, and with
-    ``per_layer``, ``peak_bytes``: weights + state + the peak of what the step holds (gradients included)."""
+    ``per_layer``, ``peak_bytes``: weights + state + the peak of what the step holds (gradients included).
+    ``kernels``: the hand-written GPU kernels switched on (:func:`kernel_stand_ins`)."""
+    with kernel_stand_ins(kernels):
+        return _replay(method, shape, per_layer, **kw)
+
+
+def _replay(method: str, shape: str | dict[str, int], per_layer: bool, **kw: Any) -> dict[str, Any]:
     import rsngd
 
     dims = SHAPES[shape] if isinstance(shape, str) else shape

@@ -9,7 +9,8 @@ at most 1.5 × Muon's (the factors' normals, one compiled kernel on a GPU, count
 import pytest
 import torch
 
-from rsngd.bench.replay import StepTracker, replay
+from rsngd import kernels
+from rsngd.bench.replay import SHAPES, StepTracker, llama_parameters, replay
 
 GB = 1e9
 LIMIT = {"llama-1b": 0.5 * GB, "llama-7b": 1.0 * GB}
@@ -84,3 +85,38 @@ def test_a_fused_function_counts_as_one_launch_per_call():
         torch.empty(4, device="meta").add_(1)
     r = t.report()
     assert r["top_ops"]["fused"] == 2 and r["kernel_ops"] == 3
+
+
+def test_the_tracker_counts_the_bytes_each_launch_reads_and_writes():
+    """Memory traffic: an operation's distinct tensor arguments and its results; a fused call's arguments and
+    results only, not the arrays its eager operations pass between them."""
+    from rsngd.projection import keyed_normal
+
+    a = torch.empty(64, 32, device="meta", dtype=torch.bfloat16)
+    b = torch.empty(32, 16, device="meta", dtype=torch.bfloat16)
+    x = torch.empty(1000, device="meta")
+    keys = torch.empty(3, 1, device="meta", dtype=torch.int64)
+    with StepTracker() as t:
+        a @ b
+        x.add_(x)  # x read (once: the same tensor twice) and written
+    assert t.report()["traffic_bytes"] == (64 * 32 + 32 * 16 + 64 * 16) * 2 + 2 * 4000
+    with StepTracker() as t:
+        keyed_normal([(64, 8)], keys, torch.float32)
+    assert t.report()["traffic_bytes"] == 3 * 8 + 3 * 64 * 8 * 4  # keys in, normals out
+
+
+def test_the_momentum_kernel_stand_in_replaces_the_eager_passes_by_one_launch_per_matrix():
+    """``rsngd-momentum`` with its momentum's Triton kernel (``rsngd.kernels``) replayed by a stand-in: one launch
+    per matrix, which reads and writes the residual (bf16) and the 8-bit codes once (6 bytes per entry, and the
+    scales), in place of the eager step's passes; nothing else in the step changes."""
+    eager = replay("rsngd-momentum", "llama-1b")
+    kernel = replay("rsngd-momentum", "llama-1b", kernels=("momentum",))
+    plain = replay("rsngd", "llama-1b")
+    matrices = [p for name, p in llama_parameters(SHAPES["llama-1b"]) if "layers" in name and p.dim() == 2]
+    entries = sum(p.numel() for p in matrices)
+    assert kernel["top_ops"]["momentum kernel"] == len(matrices)
+    assert 6 * entries < kernel["top_traffic"]["momentum kernel"] < 6.1 * entries
+    assert kernel["kernel_ops"] < eager["kernel_ops"] and kernel["traffic_bytes"] < eager["traffic_bytes"]
+    assert kernel["traffic_bytes"] - plain["traffic_bytes"] < 0.15 * (eager["traffic_bytes"] - plain["traffic_bytes"])
+    assert kernel["flops"] == eager["flops"] and kernel["state_bytes"] == eager["state_bytes"]
+    assert kernels.ENABLED["momentum"] is False and kernels.DEVICES == ("cuda",)  # restored
