@@ -106,6 +106,8 @@ def momentum_step(residual: Tensor, codes: Tensor, scales: Tensor, beta: float, 
     blocks = -(-cols // size)
     if codes.shape != (rows, blocks * size) or scales.shape != (rows, blocks) or codes.stride(1) != 1:
         return False
+    if blocks > 65535:  # CUDA's limit on a grid's second dimension
+        return False
     triton, kernel = _triton()
     block = triton.next_power_of_2(size)
     tile = max(1, _TILE // block)

@@ -93,6 +93,8 @@ def test_the_kernel_declines_off_its_device_switched_off_or_for_float64(gen, mon
     assert not kernels.momentum_step(residual, codes, scales, 0.9, torch.tensor(True))  # switched off
     monkeypatch.setitem(kernels.ENABLED, "momentum", True)
     assert not kernels.momentum_step(residual.double(), codes, scales, 0.9, torch.tensor(True))  # float64
+    wide = torch.ones(1, 128 * 65536)  # more blocks than a CUDA grid's second dimension holds
+    assert not kernels.momentum_step(wide, *compact.quantize(wide, 8), 0.9, torch.tensor(True))
     assert torch.equal(residual, before[0]) and torch.equal(codes, before[1])
 
 
