@@ -33,6 +33,7 @@ from gpu_common import (
 )
 
 import rsngd
+from rsngd import kernels
 
 SHAPES: dict[str, dict[str, int]] = {
     # GaLore's LLaMA configurations (hidden, MLP width, blocks, heads; vocabulary 32,000).
@@ -46,11 +47,12 @@ DRY_SHAPES: dict[str, dict[str, int]] = {
 ARMS: list[tuple[str, str, dict[str, Any]]] = [
     # (label, create_optimizer name, extra keywords), in the order they run: when the budget runs short, the arms
     # the targets are about (7B with per-layer RS-SNGD under GaLore's 22 GB; both recipes' steps against Muon's)
-    # have already run.
+    # have already run. "kernels": the hand-written kernels (rsngd.kernels) switched on for the arm.
     ("rsngd per_layer", "rsngd", {"per_layer": True}),
     ("rsngd", "rsngd", {}),
     ("rsngd-momentum", "rsngd-momentum", {}),
     ("muon", "muon", {"lr": 0.02}),
+    ("rsngd-momentum kernel", "rsngd-momentum", {"kernels": ("momentum",)}),
     ("adamw", "adamw", {"lr": 1e-3}),
     ("rsngd-lite", "rsngd-lite", {}),
     ("rsngd cache_factors", "rsngd", {"cache_factors": True}),
@@ -98,6 +100,25 @@ def measure_arm(
     steps: int,
 ) -> dict[str, Any]:
     """One (shape, optimizer) arm; raises on out-of-memory (the caller records it)."""
+    extra = dict(extra)
+    switched = {name: kernels.ENABLED[name] for name in extra.pop("kernels", ())}
+    kernels.ENABLED.update(dict.fromkeys(switched, True))
+    try:
+        return _measure(shape, method, extra, device, batch, seq, warmup, steps)
+    finally:
+        kernels.ENABLED.update(switched)
+
+
+def _measure(
+    shape: dict[str, int],
+    method: str,
+    extra: dict[str, Any],
+    device: torch.device,
+    batch: int,
+    seq: int,
+    warmup: int,
+    steps: int,
+) -> dict[str, Any]:
     reset_memory(device)
     base = allocated_bytes(device)
     model = build_llama(shape, device, seq)
