@@ -100,30 +100,13 @@ def measure_arm(
     steps: int,
 ) -> dict[str, Any]:
     """One (shape, optimizer) arm; raises on out-of-memory (the caller records it)."""
-    extra = dict(extra)
-    switched = {name: kernels.ENABLED[name] for name in extra.pop("kernels", ())}
-    kernels.ENABLED.update(dict.fromkeys(switched, True))
-    try:
-        return _measure(shape, method, extra, device, batch, seq, warmup, steps)
-    finally:
-        kernels.ENABLED.update(switched)
-
-
-def _measure(
-    shape: dict[str, int],
-    method: str,
-    extra: dict[str, Any],
-    device: torch.device,
-    batch: int,
-    seq: int,
-    warmup: int,
-    steps: int,
-) -> dict[str, Any]:
     reset_memory(device)
     base = allocated_bytes(device)
     model = build_llama(shape, device, seq)
     named = list(model.named_parameters())
     weights = tensor_bytes(p for _, p in named)
+    extra = dict(extra)
+    kernels.ENABLED.update(dict.fromkeys(extra.pop("kernels", ()), True))  # for this arm only: run() restores them
     opt = rsngd.create_optimizer(named, method, **extra)
     gen = torch.Generator().manual_seed(1)
     x = torch.randint(0, shape["vocab"], (batch, seq), generator=gen).to(device)
@@ -200,6 +183,7 @@ def run(args, deadline: Deadline, device: torch.device, out: Path) -> dict[str, 
                 row["skipped"] = "budget"
             else:
                 t = time.perf_counter()
+                switches = dict(kernels.ENABLED)
                 try:
                     row.update(measure_arm(shape, method, extra, device, batch, seq, warmup, steps))
                 except Exception as err:  # an OOM is a result; anything else is recorded and the next arm runs
@@ -208,6 +192,8 @@ def run(args, deadline: Deadline, device: torch.device, out: Path) -> dict[str, 
                     else:
                         row["error"] = traceback.format_exc()[-1500:]
                     row["peak_bytes_at_failure"] = peak_bytes(device)
+                finally:
+                    kernels.ENABLED.update(switches)
                 row["wall_s"] = round(time.perf_counter() - t, 2)
                 reset_memory(device)
             result["rows"].append(row)

@@ -239,13 +239,23 @@ def test_arms_past_the_deadline_are_skipped_not_run(tmp_path):
     assert all(r["skipped"] == "budget" for r in result["rows"])
 
 
-def test_mem_arms_runs_only_the_named_arms_and_refuses_unknown_ones(tmp_path):
+def test_mem_arms_runs_only_the_named_arms_and_refuses_unknown_ones(tmp_path, monkeypatch):
     from gpu_common import Deadline
+
+    seen = []
+    create = gpu_memory.rsngd.create_optimizer
+    monkeypatch.setattr(
+        gpu_memory.rsngd, "create_optimizer", lambda *a, **k: seen.append(dict(kernels.ENABLED)) or create(*a, **k)
+    )
 
     args = argparse.Namespace(dry_run=True, mem_shapes="llama-7b", mem_arms="rsngd-lite")
     result = gpu_memory.run(args, Deadline(float("inf")), torch.device("cpu"), tmp_path)
     assert [(r["shape"], r["optimizer"]) for r in result["rows"]] == [("llama-7b", "rsngd-lite")]
     assert result["rows"][0]["peak_bytes"] > 0
+    args.mem_arms = "rsngd-momentum kernel"  # switches rsngd.kernels on for its arm only
+    result = gpu_memory.run(args, Deadline(float("inf")), torch.device("cpu"), tmp_path)
+    assert result["rows"][0]["peak_bytes"] > 0 and kernels.ENABLED["momentum"] is False
+    assert [s["momentum"] for s in seen] == [False, True]
     with pytest.raises(SystemExit, match="--mem-arms: unknown"):
         gpu_memory.run(argparse.Namespace(dry_run=True, mem_arms="lion"), Deadline(float("inf")), "cpu", tmp_path)
 
