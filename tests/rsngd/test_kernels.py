@@ -1,6 +1,9 @@
 """rsngd.kernels: the 8-bit residual momentum in one Triton kernel, run here by Triton's interpreter on CPU tensors
 and checked against a float64 reference and the eager step; off the device, switched off or failing, it declines."""
 
+import os
+import subprocess
+import sys
 import warnings
 
 import pytest
@@ -122,3 +125,34 @@ def test_a_kernel_that_fails_warns_once_and_the_step_goes_on_eagerly(gen, monkey
         warnings.simplefilter("error")
         assert not kernels.momentum_step(residual, codes, scales, 0.9, torch.tensor(True))  # not tried again
     assert not kernels.available("momentum", residual)
+
+
+COMPILE = """
+import re
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource, compile
+from rsngd import kernels
+
+_, kernel = kernels._triton()
+names = ["res", "codes", "scales", "ok", "beta", "rows", "cols", "size", "s_res", "s_codes", "s_scales"]
+types = ["*bf16", "*u8", "*fp32", "*i1", "fp32"] + ["i32"] * 6
+signature = dict(zip(names, types)) | dict.fromkeys(["LEVELS", "ROWS", "BLOCK"], "constexpr")
+# what a launch on LLaMA's matrices tells the compiler: aligned pointers, sizes and strides divisible by 16
+attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(names) if n not in ("beta",)}
+src = ASTSource(kernel, signature, constexprs={"LEVELS": 127, "ROWS": 32, "BLOCK": 128}, attrs=attrs)
+done = compile(src, target=GPUTarget("cuda", 90, 32))
+ptx = done.asm["ptx"]
+print("cubin", len(done.asm["cubin"]), "vector", len(re.findall(r"(?:ld|st)[.]global[.]v4", ptx)))
+"""
+
+
+def test_the_kernel_compiles_for_a_hopper_gpu_with_vector_memory_access(tmp_path):
+    """Triton's own compiler (not its interpreter) builds the kernel into a cubin for sm_90 (H100, H200) without a
+    GPU, and, told what a launch on LLaMA's matrices tells it, reads and writes 16 bytes per access."""
+    pytest.importorskip("triton")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env |= {"TRITON_CACHE_DIR": str(tmp_path), "TRITON_DEFAULT_FP_FUSION": "1"}
+    out = subprocess.run([sys.executable, "-c", COMPILE], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    cubin, vector = (int(v) for v in out.stdout.split()[1::2])
+    assert cubin > 0 and vector >= 4  # the residual's loads and stores at least
