@@ -3,8 +3,9 @@
 The residual momentum (``residual_momentum`` with ``residual_bits=8``, ``rsngd.residual``) steps a whole-size
 buffer kept as 8-bit block-wise codes (``rsngd.compact``): dequantise, step, form the Nesterov direction, quantise
 again. Eagerly that is some twenty elementwise passes over every matrix (and a copy of every code into a stacked
-batch and back): at LLaMA-7B shapes about 70 bytes of memory traffic per entry, where the work needs 6 (read the
-codes and the residual, write the direction and the codes). :func:`momentum_step` makes it one kernel per matrix:
+batch and back): about 80 bytes of memory traffic per entry (521 GB for the LLaMA-7B step's momentum on the meta
+replay, ``rsngd.bench.replay``), where the work needs 6 (read the codes and the residual, write the direction and
+the codes). :func:`momentum_step` makes it one kernel per matrix:
 each program reads a tile of rows × one quantisation block, computes in float32 and writes the direction in place
 of the residual and, where ``ok``, the new codes and scales.
 
