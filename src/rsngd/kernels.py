@@ -42,15 +42,14 @@ _DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 """Residual dtypes the kernel takes (it computes in float32; a float64 step stays eager)."""
 
 _FAILED: set[str] = set()
-triton: Any = None
 tl: Any = None
 
 
 @functools.cache
-def _triton() -> Any:
-    """The Triton module and the kernel, built on first use (None when Triton is not importable). ``tl`` is a module
-    global, as Triton's interpreter needs it."""
-    global triton, tl
+def _kernel() -> Any:
+    """The kernel, built on first use (None when Triton is not importable). ``tl`` is a module global, as Triton's
+    interpreter needs it."""
+    global tl
     try:
         import triton
         import triton.language as tl
@@ -84,12 +83,12 @@ def _triton() -> Any:
         tl.store(codes + r[:, None] * s_codes + c[None, :], q.to(tl.uint8), mask=stored & keep[:, None])
         tl.store(scales + r * s_scales + tl.program_id(1), top, mask=keep)
 
-    return triton, momentum8
+    return momentum8
 
 
 def available(name: str, t: Tensor) -> bool:
     """Whether kernel ``name`` runs for tensors on ``t``'s device."""
-    return ENABLED.get(name, False) and name not in _FAILED and t.device.type in DEVICES and _triton() is not None
+    return ENABLED.get(name, False) and name not in _FAILED and t.device.type in DEVICES and _kernel() is not None
 
 
 def momentum_step(residual: Tensor, codes: Tensor, scales: Tensor, beta: float, ok: Tensor) -> bool:
@@ -109,11 +108,10 @@ def momentum_step(residual: Tensor, codes: Tensor, scales: Tensor, beta: float, 
         return False
     if blocks > 65535:  # CUDA's limit on a grid's second dimension
         return False
-    triton, kernel = _triton()
-    block = triton.next_power_of_2(size)
+    block = 1 << (size - 1).bit_length()  # the block's entries, padded to a power of two
     tile = max(1, _TILE // block)
     try:
-        kernel[(triton.cdiv(rows, tile), blocks)](
+        _kernel()[(-(-rows // tile), blocks)](
             residual.view(rows, cols), codes, scales, ok.reshape(()), float(beta), rows, cols, size,
             cols, codes.stride(0), scales.stride(0), LEVELS=compact._LEVELS[8], ROWS=tile, BLOCK=block,
         )  # fmt: skip

@@ -109,13 +109,9 @@ def test_a_kernel_that_fails_warns_once_and_the_step_goes_on_eagerly(gen, monkey
 
             return launch
 
-    class Triton:
-        next_power_of_2 = staticmethod(lambda n: 1 << (n - 1).bit_length())
-        cdiv = staticmethod(lambda a, b: -(-a // b))
-
     monkeypatch.setattr(kernels, "DEVICES", ("cpu",))
     monkeypatch.setitem(kernels.ENABLED, "momentum", True)
-    monkeypatch.setattr(kernels, "_triton", lambda: (Triton, Broken()))
+    monkeypatch.setattr(kernels, "_kernel", lambda: Broken())
     monkeypatch.setattr(kernels, "_FAILED", set())
     codes, scales = compact.quantize(heavy_tailed(gen, 8, 64), 8)
     residual = heavy_tailed(gen, 8, 64)
@@ -133,7 +129,7 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource, compile
 from rsngd import kernels
 
-_, kernel = kernels._triton()
+kernel = kernels._kernel()
 names = ["res", "codes", "scales", "ok", "beta", "rows", "cols", "size", "s_res", "s_codes", "s_scales"]
 types = ["*bf16", "*u8", "*fp32", "*i1", "fp32"] + ["i32"] * 6
 signature = dict(zip(names, types)) | dict.fromkeys(["LEVELS", "ROWS", "BLOCK"], "constexpr")

@@ -138,16 +138,18 @@ class StepTracker(TorchDispatchMode):
 
     def _fused(self, args: tuple, out: Any) -> None:
         """A fused call's traffic: its arguments read, its results written, as its one compiled kernel moves them."""
-        self.traffic += _moved(args) + _moved(out)
-        self.traffic_by_op["fused"] += _moved(args) + _moved(out)
+        moved = _moved(args) + _moved(out)
+        self.traffic += moved
+        self.traffic_by_op["fused"] += moved
 
     def launch(self, name: str, tensors: list[torch.Tensor]) -> None:
         """A hand-written kernel's launch (``rsngd.kernels``, replayed by :func:`kernel_stand_ins`): one launch that
         reads and writes ``tensors``."""
         self.ops += 1
         self.by_op[name] += 1
-        self.traffic += 2 * _moved(tensors)
-        self.traffic_by_op[name] += 2 * _moved(tensors)
+        moved = 2 * _moved(tensors)
+        self.traffic += moved
+        self.traffic_by_op[name] += moved
 
     def _free(self, key: int, nbytes: int, _ref: Any = None) -> None:
         self._seen.pop(key, None)
@@ -240,11 +242,6 @@ class _MetaLaunch:
             tracker.launch(self.name, [a for a in args if isinstance(a, torch.Tensor)])
 
 
-class _Grid:
-    next_power_of_2 = staticmethod(lambda n: 1 << max(0, n - 1).bit_length())
-    cdiv = staticmethod(lambda a, b: -(-a // b))
-
-
 @contextlib.contextmanager
 def kernel_stand_ins(names: Sequence[str]) -> Iterator[None]:
     """The kernels ``names`` of ``rsngd.kernels`` (``"momentum"``) switched on for meta tensors, each launch counted
@@ -255,14 +252,14 @@ def kernel_stand_ins(names: Sequence[str]) -> Iterator[None]:
     if not names:
         yield
         return
-    saved = _kernels.DEVICES, dict(_kernels.ENABLED), _kernels._triton
+    saved = _kernels.DEVICES, dict(_kernels.ENABLED), _kernels._kernel
     _kernels.DEVICES = ("meta",)
     _kernels.ENABLED.update({n: True for n in names})
-    _kernels._triton = lambda: (_Grid, _MetaLaunch("momentum kernel"))  # type: ignore[assignment]
+    _kernels._kernel = lambda: _MetaLaunch("momentum kernel")  # type: ignore[assignment]
     try:
         yield
     finally:
-        _kernels.DEVICES, _kernels._triton = saved[0], saved[2]
+        _kernels.DEVICES, _kernels._kernel = saved[0], saved[2]
         _kernels.ENABLED.clear()
         _kernels.ENABLED.update(saved[1])
 
