@@ -149,7 +149,7 @@ def step_table(data: dict) -> list[str]:
             ["–", "–"]
             if label == "muon"
             else [
-                "compiled" if sw.get("normals", sw.get("COMPILE_NORMALS")) else "eager",
+                "compiled" if sw.get("normals") else "eager",
                 "bfloat16 matmuls" if sw.get("NARROW") else "float32 Cholesky QR",
             ]
         )
@@ -198,22 +198,28 @@ def step_table(data: dict) -> list[str]:
                     f"{d['orthonormalise_float32_ms']:.1f} | {d['orthonormalise_narrow_ms']:.1f} | "
                     f"{d['orthonormality_float32_rounded']:.1e} | {d['orthonormality_narrow']:.1e} |"
                 )
+    return lines + kernel_check_table(data)
+
+
+def kernel_check_table(data: dict) -> list[str]:
+    """The momentum kernel's check in ``gpu_step.py`` (``momentum_kernel``), per shape where it ran."""
     checks = {s: c for s, c in data.get("momentum_kernel", {}).items() if c.get("ran")}
-    if checks:
-        lines += [
-            "",
-            "The 8-bit residual momentum's Triton kernel (`rsngd.kernels`, the `kernel` rows) on one random MLP-shaped "
-            "bf16 residual: its time and the eager step's, and how far its codes and direction are from a float64 "
-            "reference of the same step.",
-            "",
-            "| model | matrix | kernel ms | eager ms | codes equal | largest code gap | direction rel. error |",
-            "|---|---|---|---|---|---|---|",
-        ]
-        for s, c in checks.items():
-            lines.append(
-                f"| {s} | {c['matrix'][0]} × {c['matrix'][1]} | {c['kernel_ms']:.2f} | {c['eager_ms']:.2f} | "
-                f"{100 * c['codes_equal_share']:.2f} % | {c['codes_max_gap']} | {c['direction_max_rel']:.1e} |"
-            )
+    if not checks:
+        return []
+    lines = [
+        "",
+        "The 8-bit residual momentum's Triton kernel (`rsngd.kernels`, the `kernel` rows) on one random MLP-shaped "
+        "bf16 residual: its time and the eager step's, and how far its codes and direction are from a float64 "
+        "reference of the same step.",
+        "",
+        "| model | matrix | kernel ms | eager ms | codes equal | largest code gap | direction rel. error |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for s, c in checks.items():
+        lines.append(
+            f"| {s} | {c['matrix'][0]} × {c['matrix'][1]} | {c['kernel_ms']:.2f} | {c['eager_ms']:.2f} | "
+            f"{100 * c['codes_equal_share']:.2f} % | {c['codes_max_gap']} | {c['direction_max_rel']:.1e} |"
+        )
     return lines
 
 
