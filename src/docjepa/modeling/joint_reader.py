@@ -25,6 +25,7 @@ from torch import Tensor, nn
 from transformers import PretrainedConfig, PreTrainedModel
 
 from .page_reader import spread
+from .relative_layout import GAIN, RelativeLayoutBias
 from .text_encoder import LayoutEmbedding
 
 
@@ -51,7 +52,9 @@ def tower_layers(tower: PreTrainedModel) -> nn.ModuleList:
 class JointReader(nn.Module):
     """The top ``layers`` layers of the question tower over [question tokens; page words] → (B, W, D) per word."""
 
-    def __init__(self, tower_config: PretrainedConfig, layers: int, dim: int) -> None:
+    def __init__(
+        self, tower_config: PretrainedConfig, layers: int, dim: int, relative: bool = False, gain: float = GAIN
+    ) -> None:
         super().__init__()
         from transformers.models.bert.modeling_bert import BertLayer
 
@@ -68,6 +71,10 @@ class JointReader(nn.Module):
         hidden = int(tower_config.hidden_size)
         self.layers = nn.ModuleList(BertLayer(tower_config, layer_idx=self.start + i) for i in range(layers))
         self.layout = LayoutEmbedding(hidden)
+        heads = int(tower_config.num_attention_heads)
+        self.relative = RelativeLayoutBias(heads, gain=gain) if relative else None
+        """A bias on each pair of page words' attention from where they stand relative to each other
+        (:mod:`~docjepa.modeling.relative_layout`), shared by the joint layers; None: absolute layout alone."""
         self.out = nn.Linear(hidden, dim)
         self._zero_init()
 
@@ -75,6 +82,8 @@ class JointReader(nn.Module):
         """Layout and output start at zero: the copied layers read what the tower gave them, nothing is added."""
         for table in (self.layout.x, self.layout.y, self.layout.w, self.layout.h):
             nn.init.zeros_(table.weight)
+        if self.relative is not None:
+            self.relative.reset()
         nn.init.zeros_(self.out.weight)
         nn.init.zeros_(self.out.bias)
 
@@ -103,11 +112,14 @@ class JointReader(nn.Module):
         keep = torch.cat([question_mask > 0, valid], dim=1)
         bias = torch.zeros(keep.shape, dtype=dtype, device=x.device).masked_fill(~keep, torch.finfo(dtype).min)
         bias = bias[:, None, None, :]
+        t = question.shape[1]
+        if self.relative is not None:  # the page words' pairs get their relative place's bias, the question's none
+            pairs = nn.functional.pad(self.relative(word_box).to(dtype), (t, 0, t, 0))  # (B, heads, T + W, T + W)
+            bias = (pairs + bias).masked_fill(~keep[:, None, None, :], torch.finfo(dtype).min)
         for layer in self.layers:
             x = layer(x, attention_mask=bias)
             if isinstance(x, tuple):
                 x = x[0]
-        t = question.shape[1]
         return self.out(x[:, t:]) * valid.unsqueeze(-1).to(dtype)
 
     def read(self, question: Tensor, mask: Tensor, words: Tensor, word_box: Tensor, word_index: Tensor) -> Tensor:

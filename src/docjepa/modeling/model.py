@@ -14,6 +14,7 @@ from transformers import BertConfig, HieraConfig, PretrainedConfig, PreTrainedMo
 
 from .fusion import CrossModalFusion
 from .image_encoder import EMBED_STRIDE, ImageEncoder, ImageFeatures, unit_grid
+from .relative_layout import GAIN
 from .text_encoder import LayoutTextEncoder
 
 
@@ -46,6 +47,8 @@ class DocJepaConfig(PretrainedConfig):
         page_reader: bool = False,
         prompt_gate: bool = False,
         joint_layers: int = 0,
+        joint_relative: bool = False,
+        relative_gain: float = GAIN,
         **kwargs,
     ) -> None:
         self.image = dict(image or {})
@@ -86,6 +89,11 @@ class DocJepaConfig(PretrainedConfig):
         """The question tower's top N layers, copied and trained, read the question and the page's words in one
         sequence, added to the page tokens the word decoder reads (``modeling.joint_reader``; needs
         ``page_reader``); 0: none."""
+        self.joint_relative = joint_relative
+        """The joint layers' attention also reads where each pair of page words stands relative to each other, through
+        a learnt bias that starts at zero (``modeling.relative_layout``); needs ``joint_layers``."""
+        self.relative_gain = relative_gain
+        """That bias is its learnt tables times this: how much faster than the rest of the model it moves."""
 
         super().__init__(**kwargs)
 

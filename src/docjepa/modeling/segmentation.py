@@ -27,6 +27,7 @@ from .mask_decoder import (
 from .model import DocJepaConfig, DocJepaModel, DocJepaPreTrainedModel
 from .page_reader import PageReader
 from .prompt_encoder import GeometryPromptEncoder, QuestionEncoder, tower_config
+from .relative_layout import GAIN
 
 
 @dataclass
@@ -132,11 +133,14 @@ class DocJepaForSegmentation(DocJepaPreTrainedModel):
         self.page_reader = PageReader(d) if config.page_reader else None
         self.prompt_gate = nn.Linear(d, 1) if config.prompt_gate else None
         self.joint_reader = None
+        if getattr(config, "joint_relative", False) and not getattr(config, "joint_layers", 0):
+            raise ValueError("joint_relative biases the joint reader's attention: it needs joint_layers")
         if getattr(config, "joint_layers", 0):
             if self.page_reader is None:
                 raise ValueError("joint_layers reads the page's words with the question: it needs page_reader")
             tower = self.question_encoder.clip
-            self.joint_reader = JointReader(tower.config, config.joint_layers, d)
+            relative, gain = bool(getattr(config, "joint_relative", False)), getattr(config, "relative_gain", GAIN)
+            self.joint_reader = JointReader(tower.config, config.joint_layers, d, relative=relative, gain=gain)
         self.post_init()
         if self.joint_reader is not None:
             self.joint_reader._zero_init()

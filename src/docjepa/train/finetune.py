@@ -21,6 +21,7 @@ from ..modeling import DocJepaConfig, build_config
 from ..modeling.build import special_ids
 from ..modeling.files import BACKBONE, PRETRAINING, SEGMENTATION, require_model, resolve_model_dir
 from ..modeling.prompt_encoder import tower_spec
+from ..modeling.relative_layout import GAIN
 from ..modeling.segmentation import TOKEN_LOSSES, DocJepaForSegmentation
 from ..modeling.sentence_encoder import resolve_tower
 from .data import EpochDataset
@@ -66,6 +67,13 @@ class SegModelConfig:
     """The question tower's top N layers, copied from it and trained, read the question and the page's words in one
     sequence (``modeling.joint_reader``): every page word's state then depends on the question. Starts at zero
     (step 0 answers as without it); needs ``page_reader``. 0: none."""
+    joint_relative: bool = False
+    """The joint layers' attention also gets a learnt bias from where each pair of page words stands relative to each
+    other (``modeling.relative_layout``: LayoutLMv2's spatial-aware attention), starting at zero. Needs
+    ``joint_layers``."""
+    relative_gain: float = GAIN
+    """That bias is its learnt tables times this, so that it reaches the attention scores' scale within a
+    fine-tuning run (measured: docs/docjepa-extract.md, "Where two words stand")."""
     freeze_text_layers: int = 0
     """Keep the page text encoder's embeddings and first N layers as loaded (-1: all; 0: train everything): a
     pre-trained encoder's knowledge kept while the new parts (layout embeddings, heads, fusion) learn."""
@@ -197,6 +205,10 @@ def build_segmentation_model(cfg: FinetuneConfig, tokenizer, init: Path | None =
     if cfg.model.joint_layers and not cfg.model.page_reader:
         raise ValueError("model.joint_layers reads the page's words as the page reader does: set model.page_reader")
     config.joint_layers = cfg.model.joint_layers
+    if cfg.model.joint_relative and not cfg.model.joint_layers:
+        raise ValueError("model.joint_relative biases the joint reader's attention: set model.joint_layers")
+    config.joint_relative = cfg.model.joint_relative
+    config.relative_gain = cfg.model.relative_gain
     if cfg.model.joint_layers and cfg.model.question_tower:  # its layers are copied: built to the tower's shape
         config.question_tower = AutoConfig.from_pretrained(resolve_model_dir(cfg.model.question_tower)).to_dict()
     config.prompt_gate = cfg.model.prompt_gate and bool(config.prior_gain)  # no prompt added: nothing to weigh

@@ -132,6 +132,20 @@ def test_a_prompt_gate_weighs_the_mask_prompt_only_where_there_is_one(tok):
     assert model.prompt_gate is None and not model.config.prompt_gate
 
 
+def test_the_relative_layout_bias_is_built_with_its_gain_and_needs_the_joint_reader(tok, tmp_path):
+    from docjepa.train.finetune import build_segmentation_model
+    from tests.helpers import tiny_bert_folder
+
+    folder = tiny_bert_folder(tok, tmp_path / "bert", layers=2)
+    args = [f"--model.question_tower={folder}", "--model.page_reader=true", "--model.joint_relative=true"]
+    with pytest.raises(ValueError, match=r"model\.joint_relative .* set model\.joint_layers"):
+        build_segmentation_model(load_config(FinetuneConfig, "finetune/tiny", args), tok)
+    cfg = load_config(FinetuneConfig, "finetune/tiny", [*args, "--model.joint_layers=1", "--model.relative_gain=4"])
+    model = build_segmentation_model(cfg, tok)
+    assert model.config.joint_relative and model.config.relative_gain == 4.0
+    assert model.joint_reader.relative.gain == 4.0 and model.joint_reader.relative.tables.abs().sum() == 0
+
+
 def test_a_joint_reader_starts_from_the_towers_top_layers_and_keeps_its_own_when_it_has_them(tok, tmp_path):
     from safetensors.torch import load_file
 
