@@ -38,39 +38,27 @@ BUSINESS = (
 FIELDS = ("number", "date", "due date", "total", "tax", "seller", "buyer")
 
 
+def row(heading: str, cells) -> str:
+    """One markdown row: the heading, then one cell per run."""
+    return f"| {heading} | " + " | ".join(cells) + " |"
+
+
 def table(results: Path) -> str:
-    """The markdown table of both runs."""
+    """The markdown table of the runs of :data:`RUNS`, one column each."""
     names = [name for name, _ in RUNS.values()]
     business = [json.loads((results / f"business/{n}.json").read_text())["scores"] for n in names]
     foreign = [json.loads((results / f"foreign/{n}.json").read_text())["scores"]["by_generator"] for n in names]
     cost = json.loads((results / "business/relative-cost.json").read_text())["question_ms"]
     lines = ["| | " + " | ".join(RUNS) + " |", "|---|" + "---|" * len(RUNS)]
     for heading, group, score in BUSINESS:
-        lines.append(
-            f"| business pages, {heading}, mIoU | " + " | ".join(f"{b[group][score]:.3f}" for b in business) + " |"
-        )
-    lines.append(
-        "| business pages, exact answers (the mask) | "
-        + " | ".join(f"{b['all']['model exact']:.0%}" for b in business)
-        + " |"
-    )
-    lines.append(
-        "| other generators' invoices, exact: all fields | "
-        + " | ".join(f"{f['all']['all']['model exact']:.0%}" for f in foreign)
-        + " |"
-    )
-    for field in FIELDS:
-        lines.append(
-            f"| other generators' invoices, exact: {field} | "
-            + " | ".join(f"{f['all'][field]['model exact']:.0%}" for f in foreign)
-            + " |"
-        )
-    times = [cost[timed] for _, timed in RUNS.values()]
-    lines.append(
-        "| a further question, median / p90 | "
-        + " | ".join(f"{c['median']:.0f} / {c['p90']:.0f} ms" for c in times)
-        + " |"
-    )
+        lines.append(row(f"business pages, {heading}, mIoU", (f"{b[group][score]:.3f}" for b in business)))
+    lines.append(row("business pages, exact answers (the mask)", (f"{b['all']['model exact']:.0%}" for b in business)))
+    for field in ("all fields", *FIELDS):
+        key = "all" if field == "all fields" else field
+        exact = (f"{f['all'][key]['model exact']:.0%}" for f in foreign)
+        lines.append(row(f"other generators' invoices, exact: {field}", exact))
+    times = (cost[timed] for _, timed in RUNS.values())
+    lines.append(row("a further question, median / p90", (f"{c['median']:.0f} / {c['p90']:.0f} ms" for c in times)))
     return "\n".join(lines)
 
 
