@@ -12,6 +12,7 @@ dense prompt is SAM's learned "no mask" embedding broadcast over the grid.
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -74,9 +75,14 @@ class QuestionEncoder(nn.Module):
     text encoder loaded from a local folder (pooled as the mean of its token states, as sentence-transformers
     pools). ``frozen`` keeps the tower's weights and its dropout fixed (eval mode) while the rest trains, so a
     pre-trained tower keeps what it knows of the language instead of fitting the training questions' wording.
+
+    A frozen tower's reading of a question depends on its tokens only, and training data asks the same questions
+    of many pages (the 15,551 training pairs of ``finetune/business`` ask 1,234 distinct questions), so while training
+    the readings of the last ``cache_questions`` questions are kept (per question, in single precision: about 40 kB
+    for a question of 12 tokens of all-MiniLM-L6-v2's) and a question asked again is not read again.
     """
 
-    def __init__(self, config: PretrainedConfig, dim: int, frozen: bool = False) -> None:
+    def __init__(self, config: PretrainedConfig, dim: int, frozen: bool = False, cache_questions: int = 8192) -> None:
         super().__init__()
         self.clip = build_tower(config)
         self.proj = nn.Linear(config.hidden_size, dim)
@@ -84,11 +90,15 @@ class QuestionEncoder(nn.Module):
         self.padding = nn.Parameter(torch.zeros(dim))
         nn.init.normal_(self.pooled_kind, std=0.02)
         nn.init.normal_(self.padding, std=0.02)
+        self.cache_questions = cache_questions
+        self._cache: OrderedDict[bytes, tuple[Tensor, Tensor, Tensor | None]] = OrderedDict()
+        self.register_load_state_dict_post_hook(lambda module, _: module._cache.clear())  # new weights: read anew
         self.frozen = False
         self.freeze(frozen)
 
     def freeze(self, frozen: bool = True) -> None:
         """Fix (or release) the tower's weights; a frozen tower always runs in eval mode."""
+        self._cache.clear()
         self.frozen = frozen
         self.clip.requires_grad_(not frozen)
         if frozen:
@@ -118,19 +128,59 @@ class QuestionEncoder(nn.Module):
     ) -> tuple[Tensor, Tensor | None]:
         """The prompt tokens of :meth:`forward` and, with ``depth``, the tower's states after its first ``depth``
         layers (B, T, H), from the same pass (else None)."""
-        with torch.set_grad_enabled(torch.is_grad_enabled() and not self.frozen):
-            out = self.clip(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=depth is not None)
-        lower = None if depth is None else out.hidden_states[depth]
-        states = out.last_hidden_state  # (B, T, H)
-        if isinstance(self.clip, CLIPTextModel):
-            pooled = out.pooler_output  # the end-of-text token
+        if self.training and self.frozen and self.cache_questions > 0:
+            states, pooled, lower = self._cached(input_ids, attention_mask, depth)
         else:
-            keep = attention_mask.unsqueeze(-1).to(states.dtype)
-            pooled = (states * keep).sum(1) / keep.sum(1).clamp(min=1)  # mean over real tokens
+            with torch.set_grad_enabled(torch.is_grad_enabled() and not self.frozen):
+                states, pooled, lower = self._read(input_ids, attention_mask, depth)
         pooled = self.proj(pooled).unsqueeze(1) + self.pooled_kind  # (B, 1, D)
         tokens = self.proj(states)  # (B, T, D)
         tokens = torch.where(attention_mask.unsqueeze(-1) > 0, tokens, self.padding.to(tokens.dtype))
         return torch.cat([pooled, tokens], dim=1), lower
+
+    def _read(
+        self, input_ids: Tensor, attention_mask: Tensor, depth: int | None
+    ) -> tuple[Tensor, Tensor, Tensor | None]:
+        """The tower's pass: its token states (B, T, H), its pooled state (B, H) and, with ``depth``, its states
+        after its first ``depth`` layers (else None)."""
+        out = self.clip(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=depth is not None)
+        lower = None if depth is None else out.hidden_states[depth]
+        states = out.last_hidden_state  # (B, T, H)
+        if isinstance(self.clip, CLIPTextModel):
+            return states, out.pooler_output, lower  # the end-of-text token
+        keep = attention_mask.unsqueeze(-1).to(states.dtype)
+        return states, (states * keep).sum(1) / keep.sum(1).clamp(min=1), lower  # mean over real tokens
+
+    def _cached(
+        self, input_ids: Tensor, attention_mask: Tensor, depth: int | None
+    ) -> tuple[Tensor, Tensor, Tensor | None]:
+        """:meth:`_read` of a frozen tower in training, each question (its real tokens, right-padded) read once
+        while it stays among the last :attr:`cache_questions` asked."""
+        lengths = attention_mask.sum(1).tolist()
+        keys = [bytes([depth or 0]) + input_ids[i, :n].cpu().numpy().tobytes() for i, n in enumerate(lengths)]
+        missing = list({k: i for i, k in reversed(list(enumerate(keys))) if k not in self._cache}.values())
+        if missing:
+            sub = torch.tensor(missing, device=input_ids.device)
+            cut = max(int(lengths[i]) for i in missing)
+            with torch.no_grad():
+                states, pooled, lower = self._read(input_ids[sub, :cut], attention_mask[sub, :cut], depth)
+            for j, i in enumerate(missing):
+                n = int(lengths[i])
+                low = None if lower is None else lower[j, :n].float()
+                self._cache[keys[i]] = (states[j, :n].float(), pooled[j].float(), low)
+        b, t, h = *input_ids.shape, self.clip.config.hidden_size
+        states = torch.zeros(b, t, h, device=input_ids.device)
+        lower = None if depth is None else torch.zeros(b, t, h, device=input_ids.device)
+        pooled = torch.zeros(b, h, device=input_ids.device)
+        for i, k in enumerate(keys):
+            self._cache.move_to_end(k)
+            got, pooled[i], low = self._cache[k]
+            states[i, : len(got)] = got
+            if lower is not None:
+                lower[i, : len(got)] = low
+        while len(self._cache) > self.cache_questions:
+            self._cache.popitem(last=False)
+        return states, pooled, lower
 
 
 class GeometryPromptEncoder(nn.Module):
