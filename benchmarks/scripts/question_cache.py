@@ -82,6 +82,19 @@ def markdown(result: dict) -> str:
     return "\n".join(lines)
 
 
+def measure(args: argparse.Namespace, argv: list[str]) -> dict:
+    """Both arms run, and what the JSON records of them."""
+    arms = {arm: run_arm(arm, args.config, args.steps, args.log_every, args.threads, args.work / arm) for arm in ARMS}
+    return {
+        "command": shlex.join(["python", "benchmarks/scripts/question_cache.py", *argv]),
+        "config": args.config,
+        "steps": args.steps,
+        "threads": args.threads,
+        **distinct_questions(args.config),
+        "arms": arms,
+    }
+
+
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--config", default="finetune/business")
@@ -97,26 +110,14 @@ def main(argv: list[str] | None = None) -> dict:
 
     if args.report:
         result = json.loads(args.out.read_text())
-        for doc in args.markdown:
-            fill_section(doc, START, END, markdown(result))
-        print(markdown(result))
-        return result
-    arms = {arm: run_arm(arm, args.config, args.steps, args.log_every, args.threads, args.work / arm) for arm in ARMS}
-    result = {
-        "command": shlex.join(
-            ["python", "benchmarks/scripts/question_cache.py", *(argv if argv is not None else sys.argv[1:])]
-        ),
-        "config": args.config,
-        "steps": args.steps,
-        "threads": args.threads,
-        **distinct_questions(args.config),
-        "arms": arms,
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    else:
+        result = measure(args, argv if argv is not None else sys.argv[1:])
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=1) + "\n")
+    table = markdown(result)
     for doc in args.markdown:
-        fill_section(doc, START, END, markdown(result))
-    print(markdown(result))
+        fill_section(doc, START, END, table)
+    print(table)
     return result
 
 
