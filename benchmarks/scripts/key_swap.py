@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import io
 import json
 import shlex
@@ -82,14 +83,12 @@ def exchanged(page, spans: tuple[list[int], list[int]]):
 
 
 def blank(page):
-    """A copy of ``page`` with a white image of its size."""
+    """``page`` with a white image of its size (its words shared: :func:`exchanged` copies before it changes any)."""
     from PIL import Image
 
-    out = copy.deepcopy(page)
     data = io.BytesIO()
     Image.new("RGB", (page.width, page.height), "white").save(data, "PNG")
-    out.image, out._rgb = data.getvalue(), None
-    return out
+    return dataclasses.replace(page, image=data.getvalue())
 
 
 def business_cases(data: Path) -> list[tuple[str, object, dict[str, list[int]]]]:
