@@ -159,9 +159,9 @@ def measure(predictor, cases: list) -> dict:
             continue
         pages += 1
         boxes = {f: {tuple(page.words[k].box) for k in values[f]} for f in QUESTIONS}
+        dates = tuple(values[f] for f in QUESTIONS)
         for arm in ARMS:
             base = page if arm == ARMS[0] else blank(page)
-            dates = tuple(values[f] for f in QUESTIONS)
             for state, asked in zip(STATES, (base, exchanged(base, keys), exchanged(base, dates))):
                 answers = ask(predictor, asked)
                 same[arm][state] += bool(answers["date"]) and answers["date"] == answers["due date"]
