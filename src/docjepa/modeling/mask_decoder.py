@@ -10,6 +10,7 @@ words' fused features are painted at the output resolution and added before the 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -272,12 +273,13 @@ class WordDecoder(nn.Module):
         match: Tensor | None = None,
         prior: Tensor | None = None,
         clicks: Tensor | None = None,
+        relate: Callable[[Tensor, int], Tensor] | None = None,
     ) -> tuple[Tensor, Tensor]:
         """words (B, L, D) fused OCR tokens; question (B, T, D) prompt tokens; question_words (B, T', Ht) the
         question in the text encoder's word embeddings; match (B, L) bool, the page token's id occurs in the
         question; prior (B, L) bool, the token lies inside the mask prompt; clicks (B, L) 0/1/2, a person's
-        negative or positive click falls in the token's box (:func:`tokens_clicked`) → token logits (B, L), token
-        features (B, L, out)."""
+        negative or positive click falls in the token's box (:func:`tokens_clicked`); relate(x, i) what to add to the
+        tokens x before block i (``modeling.key_neighbours``) → token logits (B, L), token features (B, L, out)."""
         memory, pad = question, question_mask == 0
         if question_words is not None:
             memory = torch.cat([memory, self.lexical(question_words)], dim=1)
@@ -289,7 +291,9 @@ class WordDecoder(nn.Module):
             x = x + self.prior(prior.to(x.dtype).unsqueeze(-1))
         if clicks is not None:
             x = x + self.click(clicks).to(x.dtype)
-        for self_block, cross in zip(self.self_blocks, self.cross_blocks):
+        for i, (self_block, cross) in enumerate(zip(self.self_blocks, self.cross_blocks)):
+            if relate is not None:
+                x = x + relate(x, i)
             x = self_block(x, padding)
             x = cross(x, memory, kv_padding=pad)
         x = self.norm(x)

@@ -49,6 +49,7 @@ class DocJepaConfig(PretrainedConfig):
         joint_layers: int = 0,
         joint_relative: bool = False,
         relative_gain: float = GAIN,
+        key_neighbours: bool = False,
         **kwargs,
     ) -> None:
         self.image = dict(image or {})
@@ -94,6 +95,9 @@ class DocJepaConfig(PretrainedConfig):
         a learnt bias that starts at zero (``modeling.relative_layout``); needs ``joint_layers``."""
         self.relative_gain = relative_gain
         """That bias is its learnt tables times this: how much faster than the rest of the model it moves."""
+        self.key_neighbours = key_neighbours
+        """Before each of its blocks the word decoder adds to every word a learnt map, starting at zero, of the words
+        left of it on its line and above it (``modeling.key_neighbours``); needs ``joint_layers``."""
 
         super().__init__(**kwargs)
 

@@ -13,6 +13,7 @@ from ..data.prompt import QuestionPrompt
 from ..data.reader import READER_KEYS, reader_batch
 from ..data.touching import touching
 from .joint_reader import JointReader, word_boxes
+from .key_neighbours import KeyNeighbours, neighbour_paths
 from .mask_decoder import (
     LayoutPainter,
     MaskDecoder,
@@ -141,11 +142,20 @@ class DocJepaForSegmentation(DocJepaPreTrainedModel):
             tower = self.question_encoder.clip
             relative, gain = bool(getattr(config, "joint_relative", False)), getattr(config, "relative_gain", GAIN)
             self.joint_reader = JointReader(tower.config, config.joint_layers, d, relative=relative, gain=gain)
+        self.key_neighbours = None
+        if getattr(config, "key_neighbours", False):
+            if self.joint_reader is None:
+                raise ValueError(
+                    "key_neighbours finds a word's neighbours from the joint reader's word boxes: it needs joint_layers"
+                )
+            self.key_neighbours = KeyNeighbours(d, config.decoder_layers)
         self.post_init()
         if self.joint_reader is not None:
             self.joint_reader._zero_init()
         if self.page_reader is not None:
             self.page_reader._zero_init()
+        if self.key_neighbours is not None:
+            self.key_neighbours._zero_init()
         if self.prompt_gate is not None:  # ×1 at the start: the ungated model
             nn.init.zeros_(self.prompt_gate.weight)
             nn.init.zeros_(self.prompt_gate.bias)
@@ -223,7 +233,16 @@ class DocJepaForSegmentation(DocJepaPreTrainedModel):
                 read = joint.read(lower, p.question_mask, page.reading, page.word_box, page.word_index)
                 text = text + read.to(text.dtype)
             token_logits, feats = self.word_decoder(
-                text, page.attention_mask, q, q_mask, words, p.word_mask, p.word_match, inside, clicked
+                text,
+                page.attention_mask,
+                q,
+                q_mask,
+                words,
+                p.word_mask,
+                p.word_match,
+                inside,
+                clicked,
+                relate=self._relate(page),
             )
             high_res = high_res + paint(feats, page.cover)
         geo = self.prompt_encoder(p.points, p.point_labels, p.boxes)
@@ -247,6 +266,15 @@ class DocJepaForSegmentation(DocJepaPreTrainedModel):
                 gain = gain * 2 * torch.sigmoid(self.prompt_gate(q[:, 0]).float()).view(-1, 1, 1, 1)
             masks = masks + given * gain * (2 * mask_prompt.to(masks.dtype) - 1)
         return SegmentationOutput(masks=masks, iou=iou, token_logits=token_logits)
+
+    def _relate(self, page: PageEncoding):
+        """What the word decoder adds to the page tokens before each block from their words' key neighbours (None
+        without ``key_neighbours``)."""
+        if self.key_neighbours is None:
+            return None
+        valid = page.word_box[..., 2] > page.word_box[..., 0]
+        paths = neighbour_paths(page.word_box, valid)
+        return lambda x, i: self.key_neighbours(x, page.word_index, paths, i)
 
     def forward(
         self,

@@ -137,7 +137,7 @@ def export_model(model_dir: Path, out: Path, card: dict) -> dict:
     return card
 
 
-ARCHITECTURE = ("lexical_prior", "page_reader", "prompt_gate", "joint_layers", "joint_relative")
+ARCHITECTURE = ("lexical_prior", "page_reader", "prompt_gate", "joint_layers", "joint_relative", "key_neighbours")
 """Config switches that decide which modules a segmentation model has: a run that starts from the shipped model must
 keep each one its config sets, or that module's trained weights would be dropped silently (a switch it lacks may be
 added: the page reader and the prompt gate start as if absent)."""

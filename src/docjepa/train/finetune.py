@@ -74,6 +74,9 @@ class SegModelConfig:
     relative_gain: float = GAIN
     """That bias is its learnt tables times this, so that it reaches the attention scores' scale within a
     fine-tuning run (measured: docs/docjepa-extract.md, "Where two words stand")."""
+    key_neighbours: bool = False
+    """The word decoder also reads, for every page word, the words left of it on its line and above it (where a
+    value's key stands), through maps that start at zero (``modeling.key_neighbours``). Needs ``joint_layers``."""
     freeze_text_layers: int = 0
     """Keep the page text encoder's embeddings and first N layers as loaded (-1: all; 0: train everything): a
     pre-trained encoder's knowledge kept while the new parts (layout embeddings, heads, fusion) learn."""
@@ -209,6 +212,11 @@ def build_segmentation_model(cfg: FinetuneConfig, tokenizer, init: Path | None =
         raise ValueError("model.joint_relative biases the joint reader's attention: set model.joint_layers")
     config.joint_relative = cfg.model.joint_relative
     config.relative_gain = cfg.model.relative_gain
+    if cfg.model.key_neighbours and not cfg.model.joint_layers:
+        raise ValueError(
+            "model.key_neighbours finds neighbours from the joint reader's word boxes: set model.joint_layers"
+        )
+    config.key_neighbours = cfg.model.key_neighbours
     if cfg.model.joint_layers and cfg.model.question_tower:  # its layers are copied: built to the tower's shape
         config.question_tower = AutoConfig.from_pretrained(resolve_model_dir(cfg.model.question_tower)).to_dict()
     config.prompt_gate = cfg.model.prompt_gate and bool(config.prior_gain)  # no prompt added: nothing to weigh

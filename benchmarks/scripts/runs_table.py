@@ -1,0 +1,121 @@
+"""The docs' tables that compare fine-tuning runs differing in one setting (docs/docjepa-extract.md, "Where two words
+stand" and "A value's key beside it"), from the runs' committed results:
+
+    python benchmarks/scripts/runs_table.py --section relative-layout --markdown docs/docjepa-extract.md
+    python benchmarks/scripts/runs_table.py --section key-neighbours --markdown docs/docjepa-extract.md
+
+Each run is scored by ``business_pages.py`` (``business/NAME.json``), ``foreign_layouts.py``
+(``foreign/NAME.json``) and timed side by side by ``question_cost.py`` (the section's cost file), NAME and the name
+in the cost file as in the section's runs (:data:`SECTIONS`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Section:
+    """One table of the docs: its markers' name, its runs and the file that timed them."""
+
+    name: str
+    runs: dict[str, tuple[str, str]]
+    """Column heading → the run's results' name and its model's name in the cost file."""
+    cost: str
+    """The cost file, under the results folder."""
+    calibrated: bool = False
+    """Each run answers with the thresholds ``docjepa calibrate`` chose for it on the same pages (else all with
+    the same defaults)."""
+
+    @property
+    def markers(self) -> tuple[str, str]:
+        return f"<!-- {self.name}:start -->", f"<!-- {self.name}:end -->"
+
+
+SECTIONS = {
+    s.name: s
+    for s in (
+        Section(
+            "relative-layout",
+            {
+                "absolute layout alone": ("absolute-500", "absolute"),
+                "relative bias, gain 1": ("relative-gain1-500", "gain1"),
+                "relative bias, gain 10": ("relative-500", "gain10"),
+            },
+            "business/relative-cost.json",
+        ),
+        Section(
+            "key-neighbours",
+            {
+                "without key neighbours": ("relative-balanced-1000", "without"),
+                "with key neighbours": ("neighbours-1000", "neighbours"),
+            },
+            "business/neighbours-cost.json",
+            calibrated=True,
+        ),
+    )
+}
+BUSINESS = (
+    ("`key`, word span", "kind: key", "words mIoU"),
+    ("`key`, mask", "kind: key", "mask mIoU"),
+    ("`field`, word span", "kind: field", "words mIoU"),
+    ("`field`, mask", "kind: field", "mask mIoU"),
+    ("held-out family (`boxed`), word span", "held-out family (boxed)", "words mIoU"),
+    ("held-out family (`boxed`), mask", "held-out family (boxed)", "mask mIoU"),
+    ("held-out language (Italian), word span", "held-out language (it)", "words mIoU"),
+    ("held-out language (Italian), mask", "held-out language (it)", "mask mIoU"),
+    ("questions worded as no training question, word span", "held-out wording", "words mIoU"),
+    ("all questions, word span", "all", "words mIoU"),
+    ("all questions, mask", "all", "mask mIoU"),
+)
+"""Rows from the business pages: heading, the group, the score (mIoU)."""
+FIELDS = ("number", "date", "due date", "total", "tax", "seller", "buyer")
+
+
+def row(heading: str, cells) -> str:
+    """One markdown row: the heading, then one cell per run."""
+    return f"| {heading} | " + " | ".join(cells) + " |"
+
+
+def table(results: Path, section: Section) -> str:
+    """The markdown table of the section's runs, one column each."""
+    runs = section.runs
+    names = [name for name, _ in runs.values()]
+    business = [json.loads((results / f"business/{n}.json").read_text())["scores"] for n in names]
+    foreign = [json.loads((results / f"foreign/{n}.json").read_text())["scores"]["by_generator"] for n in names]
+    cost = json.loads((results / section.cost).read_text())["question_ms"]
+    lines = ["| | " + " | ".join(runs) + " |", "|---|" + "---|" * len(runs)]
+    for heading, group, score in BUSINESS:
+        lines.append(row(f"business pages, {heading}, mIoU", (f"{b[group][score]:.3f}" for b in business)))
+    answer = "`predict`'s answer" if section.calibrated else "the mask"
+    lines.append(row(f"business pages, exact answers ({answer})", (f"{b['all']['model exact']:.0%}" for b in business)))
+    for field in ("all fields", *FIELDS):
+        key = "all" if field == "all fields" else field
+        exact = (f"{f['all'][key]['model exact']:.0%}" for f in foreign)
+        lines.append(row(f"other generators' invoices, exact: {field}", exact))
+    times = (cost[timed] for _, timed in runs.values())
+    lines.append(row("a further question, median / p90", (f"{c['median']:.0f} / {c['p90']:.0f} ms" for c in times)))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> str:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--results", type=Path, default=Path("benchmarks/results/docjepa"))
+    ap.add_argument("--section", choices=sorted(SECTIONS), required=True)
+    ap.add_argument("--markdown", type=Path, action="append", default=[])
+    args = ap.parse_args(argv)
+    from docsections import fill_section
+
+    section = SECTIONS[args.section]
+    text = table(args.results, section)
+    for doc in args.markdown:
+        fill_section(doc, *section.markers, text)
+    print(text)
+    return text
+
+
+if __name__ == "__main__":
+    main()

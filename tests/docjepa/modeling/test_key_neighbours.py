@@ -1,0 +1,137 @@
+"""Key neighbours: each word reads the words left of it and above it; at step 0 nothing changes."""
+
+import pytest
+import torch
+
+pytest.importorskip("transformers")
+
+from transformers import BertConfig
+
+from docjepa.data.reader import reader_batch
+from docjepa.data.split import SplitConfig, question_pairs
+from docjepa.modeling import build_config
+from docjepa.modeling.key_neighbours import PATHS, KeyNeighbours, neighbour_paths, word_states
+from docjepa.modeling.prompt_encoder import tower_spec
+from docjepa.modeling.segmentation import DocJepaForSegmentation
+from tests.helpers import seg_batch, tiny_bert_folder
+
+KEYS = ("pixel_values", "input_ids", "attention_mask", "bbox")
+
+# Two lines of keys and values, and far right of them a heading over a boxed field whose key stands above its
+# value (0…1000 boxes, words 20 high):
+#   0 "Invoice" 1 "date:" 2 "01.02.2025"
+#                                              6 "Total"
+#   3 "Due"     4 "date:" 5 "03.03.2025"
+#                                              7 "Amount" 8 "due"
+#                                                 9 "9.99"
+WORDS = [
+    (100, 100, 180, 120), (190, 100, 240, 120), (250, 100, 350, 120),
+    (100, 140, 150, 160), (160, 140, 210, 160), (250, 140, 350, 160),
+    (760, 125, 820, 145), (760, 180, 840, 200), (850, 180, 890, 200),
+    (800, 215, 860, 235),
+]  # fmt: skip
+
+
+def paths_of(boxes, valid=None):
+    box = torch.tensor([boxes], dtype=torch.float32)
+    valid = torch.ones(1, len(boxes), dtype=torch.bool) if valid is None else valid
+    return {path: neighbour_paths(box, valid)[0, :, i].tolist() for i, path in enumerate(PATHS)}
+
+
+def test_paths_lead_from_a_value_to_its_key():
+    p = paths_of(WORDS)
+    assert p["l"] == [-1, 0, 1, -1, 3, 4, -1, -1, 7, -1]
+    assert p["ll"][2] == 0 and p["ll"][5] == 3 and p["lll"][5] == -1  # "Due" is two left of the due date
+    assert p["a"][5] == 2 and p["a"][4] == 1  # the line above, overlapping
+    assert p["a"][9] == 7 and p["al"][9] == -1  # the boxed value reads "Amount" above it
+    assert p["a"][0] == -1 and p["a"][7] == 6 and p["a"][8] == -1  # "Total" over "Amount", not over "due"
+    assert p["al"][5] == 1 and p["al"][4] == 0
+
+
+def test_words_not_read_are_nobodys_neighbours_and_far_words_are_none():
+    valid = torch.ones(1, len(WORDS), dtype=torch.bool)
+    valid[0, 1] = False  # "date:" of the first line not read: the value's left neighbour is "Invoice"
+    p = paths_of(WORDS, valid)
+    assert p["l"][2] == 0 and 1 not in p["l"] and 1 not in p["a"]
+    far = [(0, 100, 50, 120), (600, 100, 650, 120), (0, 400, 50, 420)]  # 550 apart on a line; 280 below
+    p = paths_of(far)
+    assert p["l"] == [-1, -1, -1] and p["a"] == [-1, -1, -1]
+
+
+def test_word_states_are_each_words_mean_token(gen):
+    tokens = torch.randn(2, 6, 4, generator=gen, dtype=torch.float64)
+    index = torch.tensor([[0, 0, 1, -1, 2, 2], [1, -1, 0, 0, 0, 5]])  # 5: beyond the words asked for
+    got = word_states(tokens, index, 3)
+    for b in range(2):
+        for w in range(3):
+            rows = [t for t in range(6) if index[b, t] == w]
+            expected = tokens[b, rows].mean(0) if rows else torch.zeros(4, dtype=torch.float64)
+            torch.testing.assert_close(got[b, w], expected)
+
+
+def test_a_word_gets_the_map_of_its_neighbours_states(gen):
+    module = KeyNeighbours(4, 2).double()
+    tokens = torch.randn(1, 11, 4, generator=gen, dtype=torch.float64)
+    index = torch.tensor([[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, -1]])
+    paths = neighbour_paths(torch.tensor([WORDS], dtype=torch.float32), torch.ones(1, 10, dtype=torch.bool))
+    assert module(tokens, index, paths, 1).abs().amax() == 0  # zero at the start
+    with torch.no_grad():
+        for m in module.maps:
+            m.weight.normal_(generator=gen)
+            m.bias.normal_(generator=gen)
+    got = module(tokens, index, paths, 1)
+    m = module.maps[1]
+    for t in range(10):
+        parts = [tokens[0, j] if j >= 0 else torch.zeros(4, dtype=torch.float64) for j in paths[0, t].tolist()]
+        torch.testing.assert_close(got[0, t], m.weight @ torch.cat(parts) + m.bias)
+    assert got[0, 10].abs().amax() == 0  # a token of no word gets nothing
+
+
+def models(tok, folder):
+    """The same joint-reader model without and with key neighbours."""
+    built = []
+    for on in (False, True):
+        torch.manual_seed(0)
+        config = build_config("tiny", len(tok))
+        config.question_tower = BertConfig.from_pretrained(folder).to_dict()
+        config.freeze_question_tower, config.page_reader, config.joint_layers = True, True, 1
+        config.key_neighbours = on
+        seg = DocJepaForSegmentation(config)
+        seg.question_encoder.load_pretrained_tower(folder)
+        seg.config.question_tower = tower_spec(seg.question_encoder.clip)
+        built.append(seg)
+    plain, with_keys = built
+    missing, unexpected = with_keys.load_state_dict(plain.state_dict(), strict=False)
+    assert missing and all(k.startswith("key_neighbours.") for k in missing) and not unexpected
+    return plain.eval(), with_keys.eval()
+
+
+def run(model, docs, tok):
+    batch = seg_batch(docs, tok, question_pairs([docs / "d"], SplitConfig(), "all")[:3], page_reader=True)
+    page = model.encode_image(*(batch[k] for k in KEYS), reader=reader_batch(batch))
+    return model.decode(page, batch["prompt"]), batch
+
+
+def test_at_step_0_the_model_answers_as_without_them_and_then_they_learn(docs, tok, tmp_path, gen):
+    plain, with_keys = models(tok, tiny_bert_folder(tok, tmp_path / "bert", layers=2))
+    with torch.no_grad():
+        before, _ = run(plain, docs, tok)
+        after, _ = run(with_keys, docs, tok)
+    torch.testing.assert_close(after.token_logits, before.token_logits)
+    torch.testing.assert_close(after.masks, before.masks)
+    with_keys.train()
+    _, batch = run(with_keys, docs, tok)
+    with_keys(batch)["loss"].backward()
+    assert all(m.weight.grad.abs().sum() > 0 for m in with_keys.key_neighbours.maps)
+    with torch.no_grad():
+        for m in with_keys.key_neighbours.maps:
+            m.weight.normal_(std=0.1, generator=gen)
+        moved, _ = run(with_keys.eval(), docs, tok)
+    assert (moved.token_logits - before.token_logits).abs().amax() > 1e-3
+
+
+def test_it_needs_the_joint_reader(tok):
+    config = build_config("tiny", len(tok))
+    config.key_neighbours = True
+    with pytest.raises(ValueError, match="joint_layers"):
+        DocJepaForSegmentation(config)
