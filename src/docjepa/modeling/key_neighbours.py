@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from .page_reader import spread
+from .page_reader import pool_words, spread
 
 PATHS = ("l", "ll", "lll", "a", "al")
 """The paths from a word to the neighbours it reads: ``l`` a step to the left on its line, ``a`` a step up."""
@@ -89,17 +89,6 @@ def neighbour_paths(box: Tensor, valid: Tensor) -> Tensor:
     return torch.stack(out, dim=-1)
 
 
-def word_states(tokens: Tensor, word_index: Tensor, words: int) -> Tensor:
-    """Page tokens (B, L, D) → each word's mean token state (B, words, D); zero for a word no token reaches."""
-    b, _, d = tokens.shape
-    keep = (word_index >= 0) & (word_index < words)
-    index = word_index.clamp(0, max(words - 1, 0))
-    weight = keep.unsqueeze(-1).to(tokens.dtype)
-    total = tokens.new_zeros(b, words, d).scatter_add(1, index.unsqueeze(-1).expand(-1, -1, d), tokens * weight)
-    count = tokens.new_zeros(b, words, 1).scatter_add(1, index.unsqueeze(-1), weight)
-    return total / count.clamp(min=1)
-
-
 class KeyNeighbours(nn.Module):
     """One learnt map per word-decoder block from the states of a word's neighbours (:data:`PATHS`) to what is
     added to the word's tokens; the maps start at zero."""
@@ -118,7 +107,7 @@ class KeyNeighbours(nn.Module):
         """Page tokens (B, L, D), each token's word (B, L), the paths' words (B, W, P) → (B, L, D) to add to the
         tokens before block ``block``."""
         b, w, p = paths.shape
-        words = word_states(tokens, word_index, w)
+        words = pool_words(tokens, word_index, w)
         d = words.shape[-1]
         picked = words.gather(1, paths.clamp(min=0).reshape(b, w * p, 1).expand(-1, -1, d)).view(b, w, p, d)
         picked = picked * (paths >= 0).unsqueeze(-1).to(picked.dtype)

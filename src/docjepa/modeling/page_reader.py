@@ -29,12 +29,15 @@ def pool_sums(states: Tensor, word: Tensor, words: int) -> tuple[Tensor, Tensor]
     """Sum of the token states (B, R, H) of each word (``word`` (B, R): its index, −1 for none) → (B, words, H), and
     how many tokens each sum holds (B, words)."""
     b, _, h = states.shape
-    keep = (word >= 0) & (word < words)
-    rows = torch.arange(b, device=word.device).unsqueeze(1).expand_as(word)
-    flat = (rows * words + word.clamp(min=0))[keep]
-    total = states.new_zeros(b * words, h).index_add(0, flat, states[keep])
-    count = states.new_zeros(b * words).index_add(0, flat, torch.ones_like(flat, dtype=states.dtype))
-    return total.view(b, words, h), count.view(b, words)
+    if words == 0:
+        return states.new_zeros(b, 0, h), states.new_zeros(b, 0)
+    keep = ((word >= 0) & (word < words)).to(states.dtype)  # a weight, not a selection: no host synchronisation
+    index = word.clamp(0, words - 1)
+    total = states.new_zeros(b, words, h).scatter_add(
+        1, index.unsqueeze(-1).expand(-1, -1, h), states * keep[..., None]
+    )
+    count = states.new_zeros(b, words).scatter_add(1, index, keep)
+    return total, count
 
 
 def pool_words(states: Tensor, word: Tensor, words: int) -> Tensor:

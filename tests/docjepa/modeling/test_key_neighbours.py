@@ -10,7 +10,7 @@ from transformers import BertConfig
 from docjepa.data.reader import reader_batch
 from docjepa.data.split import SplitConfig, question_pairs
 from docjepa.modeling import build_config
-from docjepa.modeling.key_neighbours import PATHS, KeyNeighbours, neighbour_paths, word_states
+from docjepa.modeling.key_neighbours import PATHS, KeyNeighbours, neighbour_paths
 from docjepa.modeling.prompt_encoder import tower_spec
 from docjepa.modeling.segmentation import DocJepaForSegmentation
 from tests.helpers import seg_batch, tiny_bert_folder
@@ -56,17 +56,6 @@ def test_words_not_read_are_nobodys_neighbours_and_far_words_are_none():
     far = [(0, 100, 50, 120), (600, 100, 650, 120), (0, 400, 50, 420)]  # 550 apart on a line; 280 below
     p = paths_of(far)
     assert p["l"] == [-1, -1, -1] and p["a"] == [-1, -1, -1]
-
-
-def test_word_states_are_each_words_mean_token(gen):
-    tokens = torch.randn(2, 6, 4, generator=gen, dtype=torch.float64)
-    index = torch.tensor([[0, 0, 1, -1, 2, 2], [1, -1, 0, 0, 0, 5]])  # 5: beyond the words asked for
-    got = word_states(tokens, index, 3)
-    for b in range(2):
-        for w in range(3):
-            rows = [t for t in range(6) if index[b, t] == w]
-            expected = tokens[b, rows].mean(0) if rows else torch.zeros(4, dtype=torch.float64)
-            torch.testing.assert_close(got[b, w], expected)
 
 
 def test_a_word_gets_the_map_of_its_neighbours_states(gen):
