@@ -1,12 +1,14 @@
 """The docs' tables that compare fine-tuning runs differing in one setting (docs/docjepa-extract.md, "Where two words
-stand" and "A value's key beside it"), from the runs' committed results:
+stand", "A value's key beside it" and "Keys further away"), from the runs' committed results:
 
     python benchmarks/scripts/runs_table.py --section relative-layout --markdown docs/docjepa-extract.md
     python benchmarks/scripts/runs_table.py --section key-neighbours --markdown docs/docjepa-extract.md
+    python benchmarks/scripts/runs_table.py --section key-paths --markdown docs/docjepa-extract.md
 
 Each run is scored by ``business_pages.py`` (``business/NAME.json``), ``foreign_layouts.py``
 (``foreign/NAME.json``) and timed side by side by ``question_cost.py`` (the section's cost file), NAME and the name
-in the cost file as in the section's runs (:data:`SECTIONS`).
+in the cost file as in the section's runs (:data:`SECTIONS`); where all of a section's runs were scored on the real
+pages (``docjepa benchmark real run``, kept under NAME in ``business/real.json``), their mIoU there too.
 """
 
 from __future__ import annotations
@@ -56,6 +58,17 @@ SECTIONS = {
             "business/neighbours-cost.json",
             calibrated=True,
         ),
+        Section(
+            "key-paths",
+            {
+                "five paths (seed 0)": ("neighbours-1000", "five"),
+                "five paths (seed 1)": ("neighbours-1000-seed1", "five-seed1"),
+                "ten paths, no `L` (seed 0)": ("above-1000", "ten"),
+                "eleven paths (seed 0)": ("paths-1000", "eleven"),
+            },
+            "business/paths-cost.json",
+            calibrated=True,
+        ),
     )
 }
 BUSINESS = (
@@ -96,6 +109,9 @@ def table(results: Path, section: Section) -> str:
         key = "all" if field == "all fields" else field
         exact = (f"{f['all'][key]['model exact']:.0%}" for f in foreign)
         lines.append(row(f"other generators' invoices, exact: {field}", exact))
+    real = json.loads((results / "business/real.json").read_text())["models"]
+    if all(n in real for n in names):  # runs scored on the real pages (``docjepa benchmark real run``)
+        lines.append(row("real pages (structure questions), mIoU", (f"{real[n]['mIoU']:.3f}" for n in names)))
     times = (cost[timed] for _, timed in runs.values())
     lines.append(row("a further question, median / p90", (f"{c['median']:.0f} / {c['p90']:.0f} ms" for c in times)))
     return "\n".join(lines)

@@ -6,9 +6,10 @@ value token finds its key only in two steps of attention (the key's words match 
 word right of or below them), which a decoder trained on a few thousand key questions does not learn: it answers
 both date questions with one date. Graph readers of forms (GraphIE, PICK) pass messages between layout
 neighbours instead; here, before each of the word decoder's blocks, every word gets a learnt map of the states of
-the words along a few fixed paths from it (:data:`PATHS`): one, two and three words to its left on its line, the
-word above it, and that word's left neighbour. The maps start at zero, so a model with them answers at step 0 as
-one without.
+the words along a few fixed paths from it: by default (:data:`PATHS`) one, two and three words to its left on its
+line, the word above it, and that word's left neighbour; a model's config (``key_paths``) may choose others, also
+reaching to the first word of a line or the top of a column (:data:`STEPS`). The maps start at zero, so a model with
+them answers at step 0 as one without.
 
 Neighbours are found from the page words' boxes (0…1000 of the square input) in one batched pass on the device,
 without host synchronisation: the left neighbour is the nearest word on the same line (centres within half a
@@ -25,7 +26,14 @@ from torch import Tensor, nn
 from .page_reader import pool_words, spread
 
 PATHS = ("l", "ll", "lll", "a", "al")
-"""The paths from a word to the neighbours it reads: ``l`` a step to the left on its line, ``a`` a step up."""
+"""The default paths from a word to the neighbours it reads: ``l`` a step to the left on its line, ``a`` a step up."""
+STEPS = {"l": "one word to the left on the line", "a": "the word above", "L": "the line's first word", "A": "the top"}
+"""The letters a path is spelt with. ``L`` goes left while there is a left neighbour (to the first word of the run
+of words the word stands in: a long key's first word, "Date" of "Date of exposure taxable invoice:"), ``A`` up while
+there is a word above (to the top of the column: a table's header, an address block's heading); each at most
+:data:`FAR` steps, and at least one (none where the first step leads nowhere)."""
+FAR = 16
+"""The most steps ``L`` and ``A`` take."""
 LEFT_REACH = 350.0
 """The widest gap between a word and its left neighbour, in 0…1000 units of the square input."""
 ABOVE_REACH = 2.5
@@ -75,27 +83,49 @@ def follow(index: Tensor, step: Tensor) -> Tensor:
     return torch.where(index >= 0, nxt, torch.full_like(nxt, -1))
 
 
-def neighbour_paths(box: Tensor, valid: Tensor) -> Tensor:
-    """(B, W, 4) word boxes and (B, W) which words are read → (B, W, len(PATHS)) the word at the end of each path
-    of :data:`PATHS` from each word, −1 where a path leads nowhere."""
-    steps = {"l": left_neighbour(box, valid), "a": above_neighbour(box, valid)}
+def follow_far(index: Tensor, step: Tensor) -> Tensor:
+    """Indices (B, W) → where ``step`` leads them in one step and then on while it leads anywhere (at most
+    :data:`FAR` steps); −1 where the first step leads nowhere. A fixed number of gathers: no host synchronisation."""
+    index = follow(index, step)
+    for _ in range(FAR - 1):
+        nxt = follow(index, step)
+        index = torch.where(nxt >= 0, nxt, index)
+    return index
+
+
+def check_paths(paths) -> tuple[str, ...]:
+    """``paths`` as a tuple, refused with one line unless each is a non-empty string of the letters of
+    :data:`STEPS` and none repeats."""
+    paths = tuple(paths)
+    bad = [p for p in paths if not isinstance(p, str) or not p or set(p) - set(STEPS)]
+    if bad or not paths or len(set(paths)) < len(paths):
+        spelt = ", ".join(f"{k}: {v}" for k, v in STEPS.items())
+        raise ValueError(f"key paths must be distinct non-empty strings of the letters ({spelt}); got {list(paths)}")
+    return paths
+
+
+def neighbour_paths(box: Tensor, valid: Tensor, paths: tuple[str, ...] = PATHS) -> Tensor:
+    """(B, W, 4) word boxes and (B, W) which words are read → (B, W, len(paths)) the word at the end of each of
+    ``paths`` (:data:`STEPS`) from each word, −1 where a path leads nowhere."""
+    near = {"l": left_neighbour(box, valid), "a": above_neighbour(box, valid)}
     start = torch.arange(box.shape[1], device=box.device).expand(box.shape[0], -1)
     out = []
-    for path in PATHS:
+    for path in check_paths(paths):
         index = start
         for step in path:
-            index = follow(index, steps[step])
+            index = follow(index, near[step]) if step in near else follow_far(index, near[step.lower()])
         out.append(index)
     return torch.stack(out, dim=-1)
 
 
 class KeyNeighbours(nn.Module):
-    """One learnt map per word-decoder block from the states of a word's neighbours (:data:`PATHS`) to what is
+    """One learnt map per word-decoder block from the states of a word's neighbours along ``paths`` to what is
     added to the word's tokens; the maps start at zero."""
 
-    def __init__(self, dim: int, rounds: int) -> None:
+    def __init__(self, dim: int, rounds: int, paths: tuple[str, ...] = PATHS) -> None:
         super().__init__()
-        self.maps = nn.ModuleList(nn.Linear(len(PATHS) * dim, dim) for _ in range(rounds))
+        self.paths = check_paths(paths)
+        self.maps = nn.ModuleList(nn.Linear(len(self.paths) * dim, dim) for _ in range(rounds))
         self._zero_init()
 
     def _zero_init(self) -> None:

@@ -14,6 +14,7 @@ from transformers import BertConfig, HieraConfig, PretrainedConfig, PreTrainedMo
 
 from .fusion import CrossModalFusion
 from .image_encoder import EMBED_STRIDE, ImageEncoder, ImageFeatures, unit_grid
+from .key_neighbours import PATHS
 from .relative_layout import GAIN
 from .text_encoder import LayoutTextEncoder
 
@@ -50,6 +51,7 @@ class DocJepaConfig(PretrainedConfig):
         joint_relative: bool = False,
         relative_gain: float = GAIN,
         key_neighbours: bool = False,
+        key_paths: tuple[str, ...] | list[str] = PATHS,
         **kwargs,
     ) -> None:
         self.image = dict(image or {})
@@ -98,6 +100,9 @@ class DocJepaConfig(PretrainedConfig):
         self.key_neighbours = key_neighbours
         """Before each of its blocks the word decoder adds to every word a learnt map, starting at zero, of the words
         left of it on its line and above it (``modeling.key_neighbours``); needs ``joint_layers``."""
+        self.key_paths = list(key_paths)
+        """The paths from a word to the neighbours it reads (``modeling.key_neighbours.STEPS``: ``l`` left, ``a`` up,
+        ``L`` to the line's first word, ``A`` to the top); a model saved before they were chosen reads the default."""
 
         super().__init__(**kwargs)
 

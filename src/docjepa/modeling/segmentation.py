@@ -13,7 +13,7 @@ from ..data.prompt import QuestionPrompt
 from ..data.reader import READER_KEYS, reader_batch
 from ..data.touching import touching
 from .joint_reader import JointReader, word_boxes
-from .key_neighbours import KeyNeighbours, neighbour_paths
+from .key_neighbours import PATHS, KeyNeighbours, neighbour_paths
 from .mask_decoder import (
     LayoutPainter,
     MaskDecoder,
@@ -148,7 +148,7 @@ class DocJepaForSegmentation(DocJepaPreTrainedModel):
                 raise ValueError(
                     "key_neighbours finds a word's neighbours from the joint reader's word boxes: it needs joint_layers"
                 )
-            self.key_neighbours = KeyNeighbours(d, config.decoder_layers)
+            self.key_neighbours = KeyNeighbours(d, config.decoder_layers, tuple(getattr(config, "key_paths", PATHS)))
         self.post_init()
         if self.joint_reader is not None:
             self.joint_reader._zero_init()
@@ -273,7 +273,7 @@ class DocJepaForSegmentation(DocJepaPreTrainedModel):
         if self.key_neighbours is None:
             return None
         valid = page.word_box[..., 2] > page.word_box[..., 0]
-        paths = neighbour_paths(page.word_box, valid)
+        paths = neighbour_paths(page.word_box, valid, self.key_neighbours.paths)
         return lambda x, i: self.key_neighbours(x, page.word_index, paths, i)
 
     def forward(

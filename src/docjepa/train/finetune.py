@@ -20,6 +20,7 @@ from ..data.split import SplitConfig, question_pairs
 from ..modeling import DocJepaConfig, build_config
 from ..modeling.build import special_ids
 from ..modeling.files import BACKBONE, PRETRAINING, SEGMENTATION, require_model, resolve_model_dir
+from ..modeling.key_neighbours import PATHS, check_paths
 from ..modeling.prompt_encoder import tower_spec
 from ..modeling.relative_layout import GAIN
 from ..modeling.segmentation import TOKEN_LOSSES, DocJepaForSegmentation
@@ -77,6 +78,10 @@ class SegModelConfig:
     key_neighbours: bool = False
     """The word decoder also reads, for every page word, the words left of it on its line and above it (where a
     value's key stands), through maps that start at zero (``modeling.key_neighbours``). Needs ``joint_layers``."""
+    key_paths: list[str] = field(default_factory=lambda: list(PATHS))
+    """The paths from a word to the neighbours it reads, each spelt in steps: ``l`` one word left on its line, ``a``
+    the word above, ``L`` on left to the line's first word, ``A`` on up to the top (``al``: the left neighbour of the
+    word above). A model started from one with other paths starts these maps anew."""
     freeze_text_layers: int = 0
     """Keep the page text encoder's embeddings and first N layers as loaded (-1: all; 0: train everything): a
     pre-trained encoder's knowledge kept while the new parts (layout embeddings, heads, fusion) learn."""
@@ -184,6 +189,19 @@ def start_from_shipped(cfg: FinetuneConfig, out: Path) -> Path:
     return shipped_checkpoint(out / "init")
 
 
+def _set_key_paths(config: DocJepaConfig, model: SegModelConfig) -> None:
+    """``model``'s key neighbours into ``config``, warning when the model it starts from read other paths (their
+    maps then start anew)."""
+    try:
+        paths = list(check_paths(model.key_paths))
+    except ValueError as e:
+        raise ConfigError(f"model.key_paths: {e}") from None
+    before = list(getattr(config, "key_paths", PATHS))
+    if model.key_neighbours and getattr(config, "key_neighbours", False) and before != paths:
+        log.warning("model.key_paths %s differs from the initial model's %s: their maps start anew", paths, before)
+    config.key_neighbours, config.key_paths = model.key_neighbours, paths
+
+
 def build_segmentation_model(cfg: FinetuneConfig, tokenizer, init: Path | None = None) -> DocJepaForSegmentation:
     """A fresh segmentation model: the backbone from ``init`` (default ``model.init``; or the preset), the question
     tower loaded."""
@@ -216,7 +234,7 @@ def build_segmentation_model(cfg: FinetuneConfig, tokenizer, init: Path | None =
         raise ValueError(
             "model.key_neighbours finds neighbours from the joint reader's word boxes: set model.joint_layers"
         )
-    config.key_neighbours = cfg.model.key_neighbours
+    _set_key_paths(config, cfg.model)
     if cfg.model.joint_layers and cfg.model.question_tower:  # its layers are copied: built to the tower's shape
         config.question_tower = AutoConfig.from_pretrained(resolve_model_dir(cfg.model.question_tower)).to_dict()
     config.prompt_gate = cfg.model.prompt_gate and bool(config.prior_gain)  # no prompt added: nothing to weigh

@@ -9,8 +9,8 @@ from transformers import BertConfig
 
 from docjepa.data.reader import reader_batch
 from docjepa.data.split import SplitConfig, question_pairs
-from docjepa.modeling import build_config
-from docjepa.modeling.key_neighbours import PATHS, KeyNeighbours, neighbour_paths
+from docjepa.modeling import DocJepaConfig, build_config
+from docjepa.modeling.key_neighbours import PATHS, KeyNeighbours, check_paths, neighbour_paths
 from docjepa.modeling.prompt_encoder import tower_spec
 from docjepa.modeling.segmentation import DocJepaForSegmentation
 from tests.helpers import seg_batch, tiny_bert_folder
@@ -32,10 +32,10 @@ WORDS = [
 ]  # fmt: skip
 
 
-def paths_of(boxes, valid=None):
+def paths_of(boxes, valid=None, paths=PATHS):
     box = torch.tensor([boxes], dtype=torch.float32)
     valid = torch.ones(1, len(boxes), dtype=torch.bool) if valid is None else valid
-    return {path: neighbour_paths(box, valid)[0, :, i].tolist() for i, path in enumerate(PATHS)}
+    return {path: neighbour_paths(box, valid, paths)[0, :, i].tolist() for i, path in enumerate(paths)}
 
 
 def test_paths_lead_from_a_value_to_its_key():
@@ -46,6 +46,23 @@ def test_paths_lead_from_a_value_to_its_key():
     assert p["a"][9] == 7 and p["al"][9] == -1  # the boxed value reads "Amount" above it
     assert p["a"][0] == -1 and p["a"][7] == 6 and p["a"][8] == -1  # "Total" over "Amount", not over "due"
     assert p["al"][5] == 1 and p["al"][4] == 0
+
+
+def test_far_paths_lead_to_the_first_word_of_a_line_and_the_top_of_a_column():
+    p = paths_of(WORDS, paths=("L", "A", "aa", "Al", "lL"))
+    assert p["L"] == [-1, 0, 0, -1, 3, 3, -1, -1, 7, -1]  # the due date reads "Due", not only "date:"
+    assert p["A"][9] == 6 and p["aa"][9] == 6  # the boxed value reads its heading "Total" two lines up
+    assert p["A"][5] == 2 and p["A"][4] == 1 and p["A"][0] == -1  # as far as there are words above, not further
+    assert p["Al"][5] == 1 and p["lL"][2] == 0 and p["lL"][1] == -1
+    column = [(100, 100 + 30 * i, 160, 120 + 30 * i) for i in range(20)]  # 20 rows: A stops after 16 steps
+    assert paths_of(column, paths=("A",))["A"] == [-1] + [0] * 16 + [1, 2, 3]
+
+
+def test_paths_are_spelt_in_known_steps():
+    assert check_paths(["l", "A", "aal"]) == ("l", "A", "aal")
+    for bad in (["x"], [""], ["l", "l"], [], [1]):
+        with pytest.raises(ValueError, match="letters"):
+            check_paths(bad)
 
 
 def test_words_not_read_are_nobodys_neighbours_and_far_words_are_none():
@@ -76,15 +93,15 @@ def test_a_word_gets_the_map_of_its_neighbours_states(gen):
     assert got[0, 10].abs().amax() == 0  # a token of no word gets nothing
 
 
-def models(tok, folder):
-    """The same joint-reader model without and with key neighbours."""
+def models(tok, folder, paths=PATHS):
+    """The same joint-reader model without and with key neighbours (along ``paths``)."""
     built = []
     for on in (False, True):
         torch.manual_seed(0)
         config = build_config("tiny", len(tok))
         config.question_tower = BertConfig.from_pretrained(folder).to_dict()
         config.freeze_question_tower, config.page_reader, config.joint_layers = True, True, 1
-        config.key_neighbours = on
+        config.key_neighbours, config.key_paths = on, list(paths)
         seg = DocJepaForSegmentation(config)
         seg.question_encoder.load_pretrained_tower(folder)
         seg.config.question_tower = tower_spec(seg.question_encoder.clip)
@@ -101,8 +118,10 @@ def run(model, docs, tok):
     return model.decode(page, batch["prompt"]), batch
 
 
-def test_at_step_0_the_model_answers_as_without_them_and_then_they_learn(docs, tok, tmp_path, gen):
-    plain, with_keys = models(tok, tiny_bert_folder(tok, tmp_path / "bert", layers=2))
+@pytest.mark.parametrize("paths", [PATHS, ("L", "A", "aal")])
+def test_at_step_0_the_model_answers_as_without_them_and_then_they_learn(docs, tok, tmp_path, gen, paths):
+    plain, with_keys = models(tok, tiny_bert_folder(tok, tmp_path / "bert", layers=2), paths)
+    assert all(m.in_features == len(paths) * m.out_features for m in with_keys.key_neighbours.maps)
     with torch.no_grad():
         before, _ = run(plain, docs, tok)
         after, _ = run(with_keys, docs, tok)
@@ -117,6 +136,15 @@ def test_at_step_0_the_model_answers_as_without_them_and_then_they_learn(docs, t
             m.weight.normal_(std=0.1, generator=gen)
         moved, _ = run(with_keys.eval(), docs, tok)
     assert (moved.token_logits - before.token_logits).abs().amax() > 1e-3
+
+
+def test_a_saved_model_keeps_its_paths_and_one_saved_before_them_reads_the_default(tok, tmp_path):
+    config = build_config("tiny", len(tok))
+    config.key_paths = ["A", "L"]
+    config.save_pretrained(tmp_path)
+    assert DocJepaConfig.from_pretrained(tmp_path).key_paths == ["A", "L"]
+    older = {k: v for k, v in config.to_dict().items() if k != "key_paths"}
+    assert DocJepaConfig.from_dict(older).key_paths == list(PATHS)
 
 
 def test_it_needs_the_joint_reader(tok):

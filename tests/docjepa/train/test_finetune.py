@@ -49,3 +49,19 @@ def test_a_run_from_the_shipped_model_must_build_its_modules(docs, tmp_path):
     cfg = _config(docs, "--model.page_reader=false")
     with pytest.raises(ConfigError, match=r"has model\.page_reader=true"):
         FinetuneTask(cfg).build(tmp_path / "run", None)
+
+
+def test_key_paths_are_checked_and_a_change_from_the_initial_models_is_told(caplog):
+    from docjepa.modeling import DocJepaConfig
+    from docjepa.train.finetune import SegModelConfig, _set_key_paths
+
+    config = DocJepaConfig(key_neighbours=True)  # read the default paths
+    with pytest.raises(ConfigError, match=r"model\.key_paths"):
+        _set_key_paths(config, SegModelConfig(key_neighbours=True, key_paths=["l", "up"]))
+    with caplog.at_level("WARNING", "docjepa.train"):
+        _set_key_paths(config, SegModelConfig(key_neighbours=True, key_paths=["l", "A"]))
+    assert config.key_neighbours and config.key_paths == ["l", "A"] and "start anew" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", "docjepa.train"):
+        _set_key_paths(config, SegModelConfig(key_neighbours=True, key_paths=["l", "A"]))
+    assert not caplog.text
