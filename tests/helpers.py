@@ -49,3 +49,30 @@ def cli_error(argv: list[str], capsys) -> str:
     err = capsys.readouterr().err
     assert err.startswith(f"docjepa {argv[0]}: ") and "Traceback" not in err
     return err
+
+
+def model_pair(tok, folder: Path, added: dict, module: str, **settings):
+    """The same tiny segmentation model twice, its question tower loaded from ``folder`` and frozen, with config
+    ``settings``: as it is, then with ``added`` too, all weights but the new ``module``'s copied from the first."""
+    from transformers import BertConfig
+
+    from docjepa.modeling import build_config
+    from docjepa.modeling.prompt_encoder import tower_spec
+    from docjepa.modeling.segmentation import DocJepaForSegmentation
+
+    built = []
+    for extra in ({}, added):
+        torch.manual_seed(0)
+        config = build_config("tiny", len(tok))
+        config.question_tower = BertConfig.from_pretrained(folder).to_dict()
+        config.freeze_question_tower = True
+        for key, value in {**settings, **extra}.items():
+            setattr(config, key, value)
+        seg = DocJepaForSegmentation(config)
+        seg.question_encoder.load_pretrained_tower(folder)
+        seg.config.question_tower = tower_spec(seg.question_encoder.clip)
+        built.append(seg)
+    plain, more = built
+    missing, unexpected = more.load_state_dict(plain.state_dict(), strict=False)
+    assert missing and all(k.startswith(f"{module}.") for k in missing) and not unexpected
+    return plain, more

@@ -11,28 +11,15 @@ from docjepa.data.reader import reader_batch
 from docjepa.data.split import SplitConfig, question_pairs
 from docjepa.modeling import build_config
 from docjepa.modeling.joint_reader import JointReader, word_boxes
-from docjepa.modeling.prompt_encoder import tower_spec
 from docjepa.modeling.segmentation import DocJepaForSegmentation
-from tests.helpers import seg_batch, tiny_bert_folder
+from tests.helpers import model_pair, seg_batch, tiny_bert_folder
 
 KEYS = ("pixel_values", "input_ids", "attention_mask", "bbox")
 
 
 def models(tok, folder, joint: int = 1):
     """The same page-reader model without and with a joint reader over the tower's top ``joint`` layers."""
-    built = []
-    for layers in (0, joint):
-        torch.manual_seed(0)
-        config = build_config("tiny", len(tok))
-        config.question_tower = BertConfig.from_pretrained(folder).to_dict()
-        config.freeze_question_tower, config.page_reader, config.joint_layers = True, True, layers
-        seg = DocJepaForSegmentation(config)
-        seg.question_encoder.load_pretrained_tower(folder)
-        seg.config.question_tower = tower_spec(seg.question_encoder.clip)
-        built.append(seg)
-    plain, joint_model = built
-    missing, unexpected = joint_model.load_state_dict(plain.state_dict(), strict=False)
-    assert missing and all(k.startswith("joint_reader.") for k in missing) and not unexpected
+    plain, joint_model = model_pair(tok, folder, {"joint_layers": joint}, "joint_reader", page_reader=True)
     joint_model.joint_reader.begin(joint_model.question_encoder.clip)
     return plain.eval(), joint_model.eval()
 

@@ -5,15 +5,13 @@ import torch
 
 pytest.importorskip("transformers")
 
-from transformers import BertConfig
 
 from docjepa.data.reader import reader_batch
 from docjepa.data.split import SplitConfig, question_pairs
 from docjepa.modeling import DocJepaConfig, build_config
 from docjepa.modeling.key_neighbours import PATHS, KeyNeighbours, check_paths, neighbour_paths
-from docjepa.modeling.prompt_encoder import tower_spec
 from docjepa.modeling.segmentation import DocJepaForSegmentation
-from tests.helpers import seg_batch, tiny_bert_folder
+from tests.helpers import model_pair, seg_batch, tiny_bert_folder
 
 KEYS = ("pixel_values", "input_ids", "attention_mask", "bbox")
 
@@ -95,20 +93,8 @@ def test_a_word_gets_the_map_of_its_neighbours_states(gen):
 
 def models(tok, folder, paths=PATHS):
     """The same joint-reader model without and with key neighbours (along ``paths``)."""
-    built = []
-    for on in (False, True):
-        torch.manual_seed(0)
-        config = build_config("tiny", len(tok))
-        config.question_tower = BertConfig.from_pretrained(folder).to_dict()
-        config.freeze_question_tower, config.page_reader, config.joint_layers = True, True, 1
-        config.key_neighbours, config.key_paths = on, list(paths)
-        seg = DocJepaForSegmentation(config)
-        seg.question_encoder.load_pretrained_tower(folder)
-        seg.config.question_tower = tower_spec(seg.question_encoder.clip)
-        built.append(seg)
-    plain, with_keys = built
-    missing, unexpected = with_keys.load_state_dict(plain.state_dict(), strict=False)
-    assert missing and all(k.startswith("key_neighbours.") for k in missing) and not unexpected
+    added = {"key_neighbours": True, "key_paths": list(paths)}
+    plain, with_keys = model_pair(tok, folder, added, "key_neighbours", page_reader=True, joint_layers=1)
     return plain.eval(), with_keys.eval()
 
 

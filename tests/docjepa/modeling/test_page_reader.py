@@ -7,11 +7,8 @@ pytest.importorskip("transformers")
 
 from docjepa.data.reader import reader_batch
 from docjepa.data.split import SplitConfig, question_pairs
-from docjepa.modeling import build_config
 from docjepa.modeling.page_reader import pool_words, spread
-from docjepa.modeling.prompt_encoder import tower_spec
-from docjepa.modeling.segmentation import DocJepaForSegmentation
-from tests.helpers import seg_batch, tiny_bert_folder
+from tests.helpers import model_pair, seg_batch, tiny_bert_folder
 
 
 def test_pooling_per_word_and_spreading_to_tokens_against_float64_loops(gen):
@@ -34,18 +31,8 @@ def test_pooling_per_word_and_spreading_to_tokens_against_float64_loops(gen):
 
 def reader_models(tok, folder):
     """The same model without and with a page reader (its other weights copied), both with a frozen tower."""
-    models = []
-    for reader in (False, True):
-        torch.manual_seed(0)
-        config = build_config("tiny", len(tok))
-        config.freeze_question_tower, config.page_reader = True, reader
-        seg = DocJepaForSegmentation(config)
-        seg.question_encoder.load_pretrained_tower(folder)
-        seg.config.question_tower = tower_spec(seg.question_encoder.clip)
-        models.append(seg)
-    plain, read = models
-    missing, unexpected = read.load_state_dict(plain.state_dict(), strict=False)
-    assert set(missing) == {"page_reader.mix.weight", "page_reader.mix.bias"} and not unexpected
+    plain, read = model_pair(tok, folder, {"page_reader": True}, "page_reader")
+    assert set(read.state_dict()) - set(plain.state_dict()) == {"page_reader.mix.weight", "page_reader.mix.bias"}
     return plain, read
 
 
