@@ -65,6 +65,7 @@ SECTIONS = {
                 "five paths (seed 1)": ("neighbours-1000-seed1", "five-seed1"),
                 "ten paths, no `L` (seed 0)": ("above-1000", "ten"),
                 "eleven paths (seed 0)": ("paths-1000", "eleven"),
+                "eleven paths (seed 1)": ("paths-1000-seed1", "eleven-seed1"),
             },
             "business/paths-cost.json",
             calibrated=True,

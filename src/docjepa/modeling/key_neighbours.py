@@ -8,8 +8,8 @@ both date questions with one date. Graph readers of forms (GraphIE, PICK) pass m
 neighbours instead; here, before each of the word decoder's blocks, every word gets a learnt map of the states of
 the words along a few fixed paths from it: by default (:data:`PATHS`) one, two and three words to its left on its
 line, the word above it, and that word's left neighbour; a model's config (``key_paths``) may choose others, also
-reaching to the first word of a line or the top of a column (:data:`STEPS`). The maps start at zero, so a model with
-them answers at step 0 as one without.
+reaching to the first word of a run of words or the top of a column (:data:`STEPS`). The maps start at zero, so a
+model with them answers at step 0 as one without.
 
 Neighbours are found from the page words' boxes (0…1000 of the square input) in one batched pass on the device,
 without host synchronisation: the left neighbour is the nearest word on the same line (centres within half a
@@ -27,17 +27,21 @@ from .page_reader import pool_words, spread
 
 PATHS = ("l", "ll", "lll", "a", "al")
 """The default paths from a word to the neighbours it reads: ``l`` a step to the left on its line, ``a`` a step up."""
-STEPS = {"l": "one word to the left on the line", "a": "the word above", "L": "the line's first word", "A": "the top"}
-"""The letters a path is spelt with. ``L`` goes left while there is a left neighbour (to the first word of the run
-of words the word stands in: a long key's first word, "Date" of "Date of exposure taxable invoice:"), ``A`` up while
-there is a word above (to the top of the column: a table's header, an address block's heading); each at most
-:data:`FAR` steps, and at least one (none where the first step leads nowhere)."""
+STEPS = {"l": "one word to the left on the line", "a": "the word above", "L": "the run's first word", "A": "the top"}
+"""The letters a path is spelt with. ``L`` goes one step left and on left while the next word is at most
+:data:`RUN_GAP` word heights away (to the first word of the run of words it stands in, not across a column gap: a
+long key's first word, "Date" of "Date of exposure taxable invoice:"), ``A`` up while there is a word above (to the
+top of the column: a table's header, an address block's heading); each at most :data:`FAR` steps, and at least one
+(none where the first step leads nowhere)."""
 FAR = 16
 """The most steps ``L`` and ``A`` take."""
 LEFT_REACH = 350.0
 """The widest gap between a word and its left neighbour, in 0…1000 units of the square input."""
 ABOVE_REACH = 2.5
 """The widest gap between a word and the word above it, in the word's heights."""
+RUN_GAP = 2.5
+"""The widest gap, in the word's heights, that ``L`` steps over after its first step: a word space or the space
+after a key, not the gap between two columns."""
 
 
 def _pairs(box: Tensor, valid: Tensor) -> tuple[Tensor, ...]:
@@ -83,12 +87,21 @@ def follow(index: Tensor, step: Tensor) -> Tensor:
     return torch.where(index >= 0, nxt, torch.full_like(nxt, -1))
 
 
-def follow_far(index: Tensor, step: Tensor) -> Tensor:
-    """Indices (B, W) → where ``step`` leads them in one step and then on while it leads anywhere (at most
-    :data:`FAR` steps); −1 where the first step leads nowhere. A fixed number of gathers: no host synchronisation."""
-    index = follow(index, step)
+def run_neighbour(box: Tensor, left: Tensor) -> Tensor:
+    """(B, W, 4) word boxes and (B, W) their left neighbours → the left neighbours at most :data:`RUN_GAP` of the
+    word's heights away, −1 for the others: the next word of the same run of words, not of the column beside."""
+    x0, y0, _, y1 = box.float().unbind(-1)
+    gap = x0 - box[..., 2].float().gather(1, left.clamp(min=0))
+    return torch.where((left >= 0) & (gap <= RUN_GAP * (y1 - y0).clamp(min=1.0)), left, torch.full_like(left, -1))
+
+
+def follow_far(index: Tensor, first: Tensor, then: Tensor) -> Tensor:
+    """Indices (B, W) → where ``first`` leads them in one step and ``then`` on from there while it leads anywhere
+    (at most :data:`FAR` steps in all); −1 where the first step leads nowhere. A fixed number of gathers: no host
+    synchronisation."""
+    index = follow(index, first)
     for _ in range(FAR - 1):
-        nxt = follow(index, step)
+        nxt = follow(index, then)
         index = torch.where(nxt >= 0, nxt, index)
     return index
 
@@ -107,13 +120,14 @@ def check_paths(paths) -> tuple[str, ...]:
 def neighbour_paths(box: Tensor, valid: Tensor, paths: tuple[str, ...] = PATHS) -> Tensor:
     """(B, W, 4) word boxes and (B, W) which words are read → (B, W, len(paths)) the word at the end of each of
     ``paths`` (:data:`STEPS`) from each word, −1 where a path leads nowhere."""
-    near = {"l": left_neighbour(box, valid), "a": above_neighbour(box, valid)}
+    left, above = left_neighbour(box, valid), above_neighbour(box, valid)
+    near, far = {"l": left, "a": above}, {"L": (left, run_neighbour(box, left)), "A": (above, above)}
     start = torch.arange(box.shape[1], device=box.device).expand(box.shape[0], -1)
     out = []
     for path in check_paths(paths):
         index = start
         for step in path:
-            index = follow(index, near[step]) if step in near else follow_far(index, near[step.lower()])
+            index = follow(index, near[step]) if step in near else follow_far(index, *far[step])
         out.append(index)
     return torch.stack(out, dim=-1)
 

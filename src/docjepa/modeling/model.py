@@ -102,7 +102,7 @@ class DocJepaConfig(PretrainedConfig):
         left of it on its line and above it (``modeling.key_neighbours``); needs ``joint_layers``."""
         self.key_paths = list(key_paths)
         """The paths from a word to the neighbours it reads (``modeling.key_neighbours.STEPS``: ``l`` left, ``a`` up,
-        ``L`` to the line's first word, ``A`` to the top); a model saved before they were chosen reads the default."""
+        ``L`` to the run's first word, ``A`` to the top); a model saved before they were chosen reads the default."""
 
         super().__init__(**kwargs)
 

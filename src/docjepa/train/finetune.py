@@ -80,8 +80,9 @@ class SegModelConfig:
     value's key stands), through maps that start at zero (``modeling.key_neighbours``). Needs ``joint_layers``."""
     key_paths: list[str] = field(default_factory=lambda: list(PATHS))
     """The paths from a word to the neighbours it reads, each spelt in steps: ``l`` one word left on its line, ``a``
-    the word above, ``L`` on left to the line's first word, ``A`` on up to the top (``al``: the left neighbour of the
-    word above). A model started from one with other paths starts these maps anew."""
+    the word above, ``L`` on left to the first word of its run (not across a column gap), ``A`` on up to the top
+    (``al``: the left neighbour of the word above). A model started from one with other paths starts these maps
+    anew."""
     freeze_text_layers: int = 0
     """Keep the page text encoder's embeddings and first N layers as loaded (-1: all; 0: train everything): a
     pre-trained encoder's knowledge kept while the new parts (layout embeddings, heads, fusion) learn."""

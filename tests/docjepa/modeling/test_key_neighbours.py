@@ -56,6 +56,16 @@ def test_far_paths_lead_to_the_first_word_of_a_line_and_the_top_of_a_column():
     assert paths_of(column, paths=("A",))["A"] == [-1] + [0] * 16 + [1, 2, 3]
 
 
+def test_the_first_word_of_a_run_is_not_in_the_column_beside():
+    # "Chang" in a left column, then far right of it "Due date: 14.03." (words 20 high; word spaces 10, 0.5 heights)
+    line = [(100, 100, 200, 120), (500, 100, 550, 120), (560, 100, 610, 120), (620, 100, 700, 120)]
+    p = paths_of(line, paths=("l", "L", "lll"))
+    assert p["lll"][3] == 0 and p["l"][1] == 0  # one step reaches across the column gap (400, 20 heights)
+    assert p["L"] == [-1, 0, 1, 1]  # on left only through word spaces: the date reads "Due", not "Chang"
+    total = [(100, 300, 160, 320), (170, 300, 220, 320), (400, 300, 460, 320)]  # "Total due" … "9.99", 180 apart
+    assert paths_of(total, paths=("L",))["L"] == [-1, 0, 0]  # the first step may be long, the next are short
+
+
 def test_paths_are_spelt_in_known_steps():
     assert check_paths(["l", "A", "aal"]) == ("l", "A", "aal")
     for bad in (["x"], [""], ["l", "l"], [], [1]):
