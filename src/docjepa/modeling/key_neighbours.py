@@ -11,11 +11,11 @@ line, the word above it, and that word's left neighbour; a model's config (``key
 reaching to the first word of a run of words or the top of a column (:data:`STEPS`). The maps start at zero, so a
 model with them answers at step 0 as one without.
 
-Neighbours are found from the page words' boxes (0…1000 of the square input) in one batched pass on the device,
-without host synchronisation: the left neighbour is the nearest word on the same line (centres within half a
-word height) that starts left of the word and ends at most :data:`LEFT_REACH` before it; the word above is the
-nearest one whose line is above the word's, that overlaps it horizontally and ends at most :data:`ABOVE_REACH`
-word heights above it.
+Neighbours are found from the page words' boxes (0…1000 of the square input) in one batched pass on the device, once
+per page (kept in its encoding, ``PageEncoding.key_paths``), without host synchronisation: the left neighbour is the
+nearest word on the same line (centres within half a word height) that starts left of the word and ends at most
+:data:`LEFT_REACH` before it; the word above is the nearest one whose line is above the word's, that overlaps it
+horizontally and ends at most :data:`ABOVE_REACH` word heights above it.
 """
 
 from __future__ import annotations

@@ -51,11 +51,15 @@ class PageEncoding:
     """(B, W, 4) each page word's box in 0…1000 (with ``reading``)."""
     word_index: Tensor | None = None
     """(B, L) each page token's word, −1 for none (with ``reading``)."""
+    key_paths: Tensor | None = None
+    """(B, W, P) the word at the end of each of the model's key paths from each page word, −1 for none (with
+    ``reading``, for a model with key neighbours; they depend on the page's word boxes only)."""
 
     def _joint(self, pick) -> dict:
         if self.reading is None:
             return {}
-        return {k: pick(getattr(self, k)) for k in ("reading", "word_box", "word_index")}
+        keys = ("reading", "word_box", "word_index") + (() if self.key_paths is None else ("key_paths",))
+        return {k: pick(getattr(self, k)) for k in keys}
 
     def select(self, idx: Tensor) -> PageEncoding:
         """The encodings of pages ``idx`` (1-D indices)."""
@@ -179,6 +183,8 @@ class DocJepaForSegmentation(DocJepaPreTrainedModel):
             text = text + added.to(text.dtype)
             if lower is not None:
                 joint = dict(reading=lower, word_box=word_boxes(bbox, index, lower.shape[1]), word_index=index)
+                if self.key_neighbours is not None:
+                    joint["key_paths"] = self._key_paths(joint["word_box"])
         return PageEncoding(
             image=out.fused_image,
             text=text,
@@ -272,9 +278,13 @@ class DocJepaForSegmentation(DocJepaPreTrainedModel):
         without ``key_neighbours``)."""
         if self.key_neighbours is None:
             return None
-        valid = page.word_box[..., 2] > page.word_box[..., 0]
-        paths = neighbour_paths(page.word_box, valid, self.key_neighbours.paths)
+        paths = page.key_paths if page.key_paths is not None else self._key_paths(page.word_box)
         return lambda x, i: self.key_neighbours(x, page.word_index, paths, i)
+
+    def _key_paths(self, word_box: Tensor) -> Tensor:
+        """(B, W, 4) word boxes → (B, W, P) where each of the key paths leads from each word (words with no box are
+        not read)."""
+        return neighbour_paths(word_box, word_box[..., 2] > word_box[..., 0], self.key_neighbours.paths)
 
     def forward(
         self,

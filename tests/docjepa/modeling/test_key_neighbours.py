@@ -134,6 +134,28 @@ def test_at_step_0_the_model_answers_as_without_them_and_then_they_learn(docs, t
     assert (moved.token_logits - before.token_logits).abs().amax() > 1e-3
 
 
+def test_the_paths_are_found_once_per_page_and_answer_as_found_per_question(docs, tok, tmp_path, gen):
+    _, model = models(tok, tiny_bert_folder(tok, tmp_path / "bert", layers=2), ("l", "L", "aa"))
+    with torch.no_grad():
+        for m in model.key_neighbours.maps:
+            m.weight.normal_(std=0.1, generator=gen)
+    batch = seg_batch(docs, tok, question_pairs([docs / "d"], SplitConfig(), "all")[:3], page_reader=True)
+    with torch.no_grad():
+        page = model.encode_image(*(batch[k] for k in KEYS), reader=reader_batch(batch))
+        valid = page.word_box[..., 2] > page.word_box[..., 0]
+        assert torch.equal(page.key_paths, neighbour_paths(page.word_box, valid, ("l", "L", "aa")))
+        assert (page.key_paths >= 0).any()
+        assert torch.equal(page.select(torch.tensor([1])).key_paths, page.key_paths[1:2])
+        kept = model.decode(page, batch["prompt"])
+        found = page.key_paths
+        page.key_paths = torch.full_like(found, -1)  # the decoder reads the page's paths, not its own
+        nowhere = model.decode(page, batch["prompt"])
+        page.key_paths = None  # found again from the word boxes
+        again = model.decode(page, batch["prompt"])
+    torch.testing.assert_close(kept.token_logits, again.token_logits, rtol=0, atol=0)
+    assert (kept.token_logits - nowhere.token_logits).abs().amax() > 1e-4
+
+
 def test_a_saved_model_keeps_its_paths_and_one_saved_before_them_reads_the_default(tok, tmp_path):
     config = build_config("tiny", len(tok))
     config.key_paths = ["A", "L"]
