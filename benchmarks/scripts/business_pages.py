@@ -183,6 +183,8 @@ def main(argv: list[str] | None = None) -> dict:
         "words_threshold": getattr(predictor.policy.calibration, "words_threshold", None),
         "span_logit": predictor.policy.span_threshold,
         "line_logit": predictor.policy.line_threshold,
+        "line_gap": predictor.policy.line_spacing,
+        "far_logit": predictor.policy.far_threshold,
         "drop_keys": predictor.policy.drop_keys,
         "scores": summarise(rows),
         "question_ms": question_cost(predictor, args.data, args.timed_pages),

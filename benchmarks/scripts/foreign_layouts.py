@@ -253,6 +253,8 @@ def model_answers(
     summary["two questions"] = speed2["pages_per_second"]
     summary["span_logit"] = predictor.policy.span_threshold
     summary["line_logit"] = predictor.policy.line_threshold
+    summary["line_gap"] = predictor.policy.line_spacing
+    summary["far_logit"] = predictor.policy.far_threshold
     rows = {r["document"]: r for r in map(json.loads, table.read_text().splitlines())}
     out = {}
     for doc in truth:
@@ -344,6 +346,8 @@ def main(argv: list[str] | None = None) -> dict:
         "drop_keys": not args.keep_keys,
         "span_logit": summary["span_logit"],
         "line_logit": summary["line_logit"],
+        "line_gap": summary["line_gap"],
+        "far_logit": summary["far_logit"],
         "documents": len(truth),
         "generators": {name: f"{pkg} ({lang} labels, {locale})" for name, (pkg, lang, locale, _) in GENERATORS.items()},
         "packages": {p: importlib.metadata.version(p) for p in ("InvoiceGenerator", "PyInvoice", "Faker", "babel")},

@@ -1,14 +1,16 @@
-"""The docs' tables that compare fine-tuning runs differing in one setting (docs/docjepa-extract.md, "Where two words
-stand", "A value's key beside it" and "Keys further away"), from the runs' committed results:
+"""The docs' tables that compare fine-tuned models differing in one setting (docs/docjepa-extract.md, "Where two words
+stand", "A value's key beside it", "Keys further away" and "An address block's further lines"), from the runs'
+committed results:
 
     python benchmarks/scripts/runs_table.py --section relative-layout --markdown docs/docjepa-extract.md
     python benchmarks/scripts/runs_table.py --section key-neighbours --markdown docs/docjepa-extract.md
     python benchmarks/scripts/runs_table.py --section key-paths --markdown docs/docjepa-extract.md
+    python benchmarks/scripts/runs_table.py --section further-lines --markdown docs/docjepa-extract.md
 
 Each run is scored by ``business_pages.py`` (``business/NAME.json``), ``foreign_layouts.py``
-(``foreign/NAME.json``) and timed side by side by ``question_cost.py`` (the section's cost file), NAME and the name
-in the cost file as in the section's runs (:data:`SECTIONS`); where all of a section's runs were scored on the real
-pages (``docjepa benchmark real run``, kept under NAME in ``business/real.json``), their mIoU there too.
+(``foreign/NAME.json``) and, where the section has a cost file, timed side by side by ``question_cost.py``, NAME
+and the name in the cost file as in the section's runs (:data:`SECTIONS`); where all of a section's runs were scored
+on the real pages (``docjepa benchmark real run``, kept under NAME in ``business/real.json``), their mIoU there too.
 """
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ class Section:
     name: str
     runs: dict[str, tuple[str, str]]
     """Column heading → the run's results' name and its model's name in the cost file."""
-    cost: str
-    """The cost file, under the results folder."""
+    cost: str | None = None
+    """The cost file, under the results folder (None: the runs answer at the same cost, and were not timed)."""
     calibrated: bool = False
     """Each run answers with the thresholds ``docjepa calibrate`` chose for it on the same pages (else all with
     the same defaults)."""
@@ -70,6 +72,16 @@ SECTIONS = {
             "business/paths-cost.json",
             calibrated=True,
         ),
+        Section(
+            "further-lines",
+            {
+                "seed 0, nearest lines": ("neighbours-1000", "five"),
+                "seed 0, further lines": ("neighbours-1000-further", "five-further"),
+                "seed 1, nearest lines": ("neighbours-1000-seed1", "five-seed1"),
+                "seed 1, further lines": ("neighbours-1000-seed1-further", "five-seed1-further"),
+            },
+            calibrated=True,
+        ),
     )
 }
 BUSINESS = (
@@ -100,7 +112,6 @@ def table(results: Path, section: Section) -> str:
     names = [name for name, _ in runs.values()]
     business = [json.loads((results / f"business/{n}.json").read_text())["scores"] for n in names]
     foreign = [json.loads((results / f"foreign/{n}.json").read_text())["scores"]["by_generator"] for n in names]
-    cost = json.loads((results / section.cost).read_text())["question_ms"]
     lines = ["| | " + " | ".join(runs) + " |", "|---|" + "---|" * len(runs)]
     for heading, group, score in BUSINESS:
         lines.append(row(f"business pages, {heading}, mIoU", (f"{b[group][score]:.3f}" for b in business)))
@@ -113,9 +124,26 @@ def table(results: Path, section: Section) -> str:
     real = json.loads((results / "business/real.json").read_text())["models"]
     if all(n in real for n in names):  # runs scored on the real pages (``docjepa benchmark real run``)
         lines.append(row("real pages (structure questions), mIoU", (f"{real[n]['mIoU']:.3f}" for n in names)))
-    times = (cost[timed] for _, timed in runs.values())
-    lines.append(row("a further question, median / p90", (f"{c['median']:.0f} / {c['p90']:.0f} ms" for c in times)))
+    if section.calibrated:
+        rules = (_rule(json.loads((results / f"business/{n}.json").read_text())) for n in names)
+        lines.append(row("word span rule: span / line-break logit, further lines", rules))
+    if section.cost is not None:
+        cost = json.loads((results / section.cost).read_text())["question_ms"]
+        times = (cost[timed] for _, timed in runs.values())
+        lines.append(row("a further question, median / p90", (f"{c['median']:.0f} / {c['p90']:.0f} ms" for c in times)))
     return "\n".join(lines)
+
+
+def _rule(result: dict) -> str:
+    """The word span's rule a run answered with: its span and line-break thresholds, then the gap and bar of further
+    lines ("–": none; results written before they were chosen joined none)."""
+
+    def bar(value) -> str:
+        return "–" if value is None else f"{value:g}"
+
+    far = result.get("far_logit")
+    further = "–" if far is None else f"{result['line_gap']:g} heights above {far:g}"
+    return f"{bar(result['span_logit'])} / {bar(result['line_logit'])}, {further}"
 
 
 def main(argv: list[str] | None = None) -> str:

@@ -39,5 +39,6 @@ def test_a_tables_runs_are_scored_by_the_same_commands_but_for_the_model(name):
         settings = ("drop_keys",) if section.calibrated else ("drop_keys", "span_logit", "line_logit")
         for key in settings:  # calibrated runs: each its own thresholds, chosen alike
             assert len({json.dumps(r.get(key)) for r in results}) == 1, (part, key)
-    cost = json.loads((RES / section.cost).read_text())
-    assert {timed for _, timed in runs.values()} == set(cost["question_ms"])
+    if section.cost is not None:
+        cost = json.loads((RES / section.cost).read_text())
+        assert {timed for _, timed in runs.values()} == set(cost["question_ms"])

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from ..data.split import SplitConfig
+from ..data.touching import LINE_GAP
 from ..inference.calibration import Calibration, isotonic, reliability
 from ..inference.path_choice import PathModel, fit_path_model
 from .evaluate import evaluate
@@ -22,8 +23,23 @@ SPAN_GRID = (-6.0, -5.0, -4.0, -3.0, -2.0, -1.0, 0.0, 1.0)
 LINE_GRID = (None, 0.0, 1.0, 2.0, 3.0, 4.0)
 """Line-break thresholds (the logit above which a word joins the span from another line; None: the span threshold)
 tried with each span threshold above which they lie."""
-SPAN_RULES = tuple((t, line) for t in SPAN_GRID for line in LINE_GRID if line is None or line > t)
-"""The ``(span_logit, line_logit)`` pairs :func:`fit_span_rule` chooses among."""
+FAR_GAPS = (1.5, 2.0)
+"""Line gaps (how far apart, in word heights, two lines of a word span may stand when a word clears the far bar)
+tried with each pair of thresholds: OCR boxes hug the ink, so the lines of an address block of short words stand
+further apart than their boxes are high."""
+FAR_GRID = (2.0, 3.0, 4.0, 5.0)
+"""Bars for a word on a line further than :data:`~docjepa.data.touching.LINE_GAP` heights, tried at each gap of
+:data:`FAR_GAPS` with each pair of thresholds below them."""
+PAIRS = tuple((t, line) for t in SPAN_GRID for line in LINE_GRID if line is None or line > t)
+"""The ``(span_logit, line_logit)`` pairs: each span threshold with no line-break bar or each bar above it."""
+SPAN_RULES = tuple(
+    (t, line, gap, far)
+    for t, line in PAIRS
+    for gap, far in ((LINE_GAP, None), *((g, f) for g in FAR_GAPS for f in FAR_GRID if f > max(t, line or t)))
+)
+"""The ``(span_logit, line_logit, line_gap, far_logit)`` rules :func:`fit_span_rule` chooses among: each pair of
+thresholds without further lines (gap :data:`~docjepa.data.touching.LINE_GAP`, no far bar), and with each far gap
+and a far bar above both thresholds."""
 
 
 def per_kind_miou(rows: list[dict], pick) -> float:
@@ -68,12 +84,18 @@ def fit_words_threshold(rows: list[dict]) -> tuple[float, dict[float, float]]:
 
 
 def fit_span_rule(rows: list[dict]) -> tuple[tuple | None, dict[tuple, float]]:
-    """The span rule (``(span_logit, line_logit)``) of the rows' ``spans`` (as ``evaluate(span_rules=...)`` gives
-    them) whose word spans score the best per-kind mIoU, the mean over calibration sets (each set weighing alike;
-    ties: the span threshold nearer to :data:`~docjepa.inference.word_answer.WORD_LOGIT`, then no line-break bar,
-    then the lower one), and the rows' word-path IoU and path features set to those under it, so that the path model
-    is fitted on the spans the model will answer with. Returns it (None: no row has spans, rows left as they are)
-    and the mean mIoU of each rule."""
+    """The span rule (``(span_logit, line_logit, line_gap, far_logit)``) for the rows' ``spans`` (as
+    ``evaluate(span_rules=...)`` gives them), and the rows' word-path IoU and path features set to those under it, so
+    that the path model is fitted on the spans the model will answer with. Returns it (None: no row has spans, rows
+    left as they are) and the per-kind mIoU of each rule, the mean over calibration sets.
+
+    The thresholds are those whose word spans, joining the nearest lines alone, score the best per-kind mIoU, the
+    mean over calibration sets (each set weighing alike; ties: the span threshold nearer to
+    :data:`~docjepa.inference.word_answer.WORD_LOGIT`, then no line-break bar, then the lower one). With them, the gap
+    and bar of further lines (or none) are those whose spans score the best mean IoU, every question of a set counting
+    alike and the sets weighing alike (ties: none, then the narrower gap and the higher bar): further lines make whole
+    the few address blocks that stop short, so they are not taken where they run the many values on into the next
+    key's."""
     from ..inference.word_answer import WORD_LOGIT
 
     spanned = [r for r in rows if r.get("spans")]
@@ -90,11 +112,18 @@ def fit_span_rule(rows: list[dict]) -> tuple[tuple | None, dict[tuple, float]]:
         for rule in grid
     }
 
-    def preference(rule: tuple) -> tuple:
-        t, line = rule
+    def thresholds(rule: tuple) -> tuple:
+        t, line, _, _ = rule
         return round(by[rule], 6), -abs(t - WORD_LOGIT), line is None, -(line or 0.0)
 
-    best = max(grid, key=preference)
+    t, line, *_ = max((rule for rule in grid if rule[3] is None), key=thresholds)
+
+    def further(rule: tuple) -> tuple:
+        _, _, gap, far = rule
+        mean = np.mean([np.mean([r["spans"][rule]["words"] for r in rs]) for rs in sets.values()])
+        return round(float(mean), 6), far is None, -gap, far or 0.0
+
+    best = max((rule for rule in grid if rule[:2] == (t, line)), key=further)
     for r in spanned:
         r["paths"] = r["paths"] | {"words": r["spans"][best]["words"]}
         r["path_features"] = r["spans"][best]["path_features"]
@@ -173,12 +202,16 @@ def calibrate(
     }
     if words.any():  # the model has a word decoder: fit when its span answers, and what IoU it reaches then
         rule, by_rule = fit_span_rule(rows)
-        cal.span_logit, cal.line_logit = rule if rule else (None, None)
+        cal.span_logit, cal.line_logit, gap, cal.far_logit = rule if rule else (None, None, None, None)
+        cal.line_gap = gap if cal.far_logit is not None else None
         out["word_span"] = {
             "span_logit": cal.span_logit,
             "line_logit": cal.line_logit,
+            "line_gap": cal.line_gap,
+            "far_logit": cal.far_logit,
             "words_mIoU_by_rule": [
-                {"span_logit": t, "line_logit": line, "mIoU": m} for (t, line), m in by_rule.items()
+                {"span_logit": t, "line_logit": line, "line_gap": gap, "far_logit": far, "mIoU": m}
+                for (t, line, gap, far), m in by_rule.items()
             ],
         }
         cal.path_model = fit_paths(rows)

@@ -15,7 +15,7 @@ from ..data.prompt import box_mask
 from ..data.record import Page, rasterize, words_under
 from ..data.shards import DocumentDataset, RecordError
 from ..data.split import SplitConfig, question_pairs
-from ..inference.word_answer import word_span
+from ..inference.word_answer import word_spans
 from .scores import ANLS_THRESHOLD, Scores, anls, best_answer
 
 log = logging.getLogger("docjepa.eval")
@@ -94,9 +94,9 @@ def evaluate(
 
     With ``keep_examples`` > 0 the first few predictions are returned too (for the demo report); with ``keep_rows``
     one row per question (kind, the chosen candidate's predicted IoU, the model's IoU, the baseline's IoU), for
-    calibration and reliability diagrams; each row also keeps, for every span rule of ``span_rules`` (pairs of the
-    span and line-break thresholds of :func:`~docjepa.inference.word_answer.word_span`), the IoU of the word span
-    under it and its path features (``spans``), from which ``docjepa calibrate`` chooses one.
+    calibration and reliability diagrams; each row also keeps, for every span rule of ``span_rules`` (the span and
+    line-break thresholds, the line gap and its bar of :func:`~docjepa.inference.word_answer.word_span`), the IoU of
+    the word span under it and its path features (``spans``), from which ``docjepa calibrate`` chooses one.
     """
     pairs, by_page = questions_by_page(roots, split, part, limit)
     pages = DocumentDataset(list(roots))
@@ -164,14 +164,15 @@ def evaluate(
 
 
 def _spans(predictor, reading, best: int, answers: list[np.ndarray], rules: tuple[tuple, ...]) -> dict:
-    """Per span rule (``(span_logit, line_logit)``), the word answer's IoU and the path features of one question's
-    answers under it; rules that give the same words share one reading."""
+    """Per span rule (``(span_logit, line_logit, line_gap, far_logit)``), the word answer's IoU and the path
+    features of one question's answers under it; rules that give the same words share one reading."""
     out, seen = {}, {}
-    for rule in rules:
-        t, line = rule
-        words = tuple(word_span(reading.word_logits, predictor.encoded.page, t, line))
+    for rule, words in zip(rules, word_spans(reading.word_logits, predictor.encoded.page, list(rules))):
+        t, line, gap, far = rule
+        words = tuple(words)
         if words not in seen:
-            under = replace(predictor.policy, span_logit=t, line_logit=line).read(predictor.encoded, reading.decoded)
+            policy = replace(predictor.policy, span_logit=t, line_logit=line, line_gap=gap, far_logit=far)
+            under = policy.read(predictor.encoded, reading.decoded)
             inter, union = best_answer(under.answer_mask(best, "words")[0], answers)
             seen[words] = {"words": inter / union if union else 1.0, "path_features": under.path_features.tolist()}
         out[rule] = seen[words]

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from ..data.record import union_box, words_under
+from ..data.touching import LINE_GAP
 from .clicks import apply_clicks, boxes_mask
 from .decoded import Decoded, EncodedPage
 from .mask_choice import FULL_PAGE, SNAP_AGREEMENT, choose_mask, coverage, mask_iou, snap_to_words, words_box
@@ -47,6 +48,13 @@ class AnswerPolicy:
     line_logit: float | None = None
     """The logit above which a word joins a word span across a line break (:func:`word_span`); None: the
     calibration's ``line_logit``, else no bar beyond the span threshold."""
+    line_gap: float | None = None
+    """How far apart, in word heights, two lines of a word span may stand when a word clears ``far_logit``
+    (:func:`word_span`); None: the calibration's ``line_gap``, else :data:`~docjepa.data.touching.LINE_GAP`."""
+    far_logit: float | None = None
+    """The logit above which a word joins a word span from a line further than
+    :data:`~docjepa.data.touching.LINE_GAP` heights away (:func:`word_span`); None: the calibration's
+    ``far_logit``, else no word does."""
     drop_keys: bool = True
     """Leave out of a word span the key printed before its value on the same line ("Due date:" of "Due date:
     24/01/2024"; :func:`without_keys`)."""
@@ -66,6 +74,19 @@ class AnswerPolicy:
     def line_threshold(self) -> float | None:
         """The line-break threshold in force: :attr:`line_logit`, else the calibration's (None: none)."""
         chosen = self.line_logit if self.line_logit is not None else getattr(self.calibration, "line_logit", None)
+        return None if chosen is None else float(chosen)
+
+    @property
+    def line_spacing(self) -> float:
+        """The line gap in force: :attr:`line_gap`, the calibration's, or :data:`~docjepa.data.touching.LINE_GAP`."""
+        chosen = self.line_gap if self.line_gap is not None else getattr(self.calibration, "line_gap", None)
+        return LINE_GAP if chosen is None else float(chosen)
+
+    @property
+    def far_threshold(self) -> float | None:
+        """The bar for a word on a line further than LINE_GAP: :attr:`far_logit`, else the calibration's (None:
+        none joins)."""
+        chosen = self.far_logit if self.far_logit is not None else getattr(self.calibration, "far_logit", None)
         return None if chosen is None else float(chosen)
 
     def read(self, encoded: EncodedPage, decoded: Decoded) -> Reading:
@@ -177,7 +198,14 @@ class Reading:
         span = (
             []
             if self.word_logits is None
-            else word_span(self.word_logits, enc.page, self.policy.span_threshold, self.policy.line_threshold)
+            else word_span(
+                self.word_logits,
+                enc.page,
+                self.policy.span_threshold,
+                self.policy.line_threshold,
+                self.policy.line_spacing,
+                self.policy.far_threshold,
+            )
         )
         if self.policy.drop_keys:
             span = without_keys(span, enc.page)

@@ -70,6 +70,12 @@ class Calibration:
     line_logit: float | None = None
     """The logit above which a word joins the word span across a line break, chosen with ``span_logit``; None: no
     bar beyond ``span_logit`` (a calibration fitted without choosing it)."""
+    line_gap: float | None = None
+    """How far apart, in word heights, two lines of a word span may stand when a word clears ``far_logit``, chosen
+    with ``span_logit``; None: :data:`~docjepa.data.touching.LINE_GAP` (a calibration fitted without choosing it)."""
+    far_logit: float | None = None
+    """The logit above which a word joins the word span from a line further than
+    :data:`~docjepa.data.touching.LINE_GAP` heights away (up to ``line_gap``); None: no word does."""
 
     def __call__(self, score: float | np.ndarray) -> float | np.ndarray:
         out = np.interp(score, self.knots, self.values)
@@ -115,6 +121,8 @@ class Calibration:
             PathModel.from_dict(d["path_model"]) if d.get("path_model") else None,
             d.get("span_logit"),
             d.get("line_logit"),
+            d.get("line_gap"),
+            d.get("far_logit"),
         )
 
 

@@ -5,7 +5,8 @@ turns them into one logit per word. A word answer (a number, a date, a name, an 
 that touch one another on the page around the most likely word: :func:`word_span` starts from it and takes every
 word the decoder does not rule out (the model's span threshold, by default :data:`WORD_LOGIT`) that sits beside a
 word already taken, on its line or on the line above or below (:func:`touching`); across a line break only a word
-the decoder marks more firmly (the model's line threshold, where its calibration chose one). Touching, not reading
+the decoder marks more firmly (the model's line threshold, where its calibration chose one), and from a line further
+away (an address block's) one that clears the far bar its calibration chose, if any. Touching, not reading
 order, joins them, so a block in one column of a two-column page is one answer, and an answer is never a scatter of
 words over the page. A region answer (a table, a paragraph, a checkbox) stays the mask decoder's. :func:`choose_path`
 decides per question which of the two is the answer.
@@ -48,24 +49,54 @@ def touching(boxes: np.ndarray, row_gap: float = ROW_GAP, line_gap: float = LINE
 
 
 def word_span(
-    logits: torch.Tensor, page: Page, threshold: float = WORD_LOGIT, line_threshold: float | None = None
+    logits: torch.Tensor,
+    page: Page,
+    threshold: float = WORD_LOGIT,
+    line_threshold: float | None = None,
+    line_gap: float = LINE_GAP,
+    far_threshold: float | None = None,
 ) -> list[int]:
     """The word answer, in reading order: the most likely word and every word whose logit exceeds ``threshold``
     that is joined to it through such words, each touching the next (:func:`touching`). With ``line_threshold``
     (above ``threshold``), a word joins from a word on another line only when its logit exceeds that too: a word
     beside the answer on its line needs the low bar, a line break the higher one, so that a name does not run on into
-    the address below it unless the decoder marks the address as well. Empty when no word has a logit."""
+    the address below it unless the decoder marks the address as well.
+
+    Lines touch when they stand at most :data:`~docjepa.data.touching.LINE_GAP` word heights apart. With
+    ``far_threshold``, a word on a line up to ``line_gap`` heights away joins too when its logit exceeds that bar:
+    OCR boxes hug the ink, so the lines of an address of short words ("rue", "75183") stand further apart than their
+    boxes are high, while a value stacked under another key's value stands as near; a model's calibration chooses
+    both, and a bar high enough to leave the stacked value out. Empty when no word has a logit."""
+    return word_spans(logits, page, [(threshold, line_threshold, line_gap, far_threshold)])[0]
+
+
+def word_spans(logits: torch.Tensor, page: Page, rules: list[tuple]) -> list[list[int]]:
+    """:func:`word_span` under each rule ``(threshold, line_threshold, line_gap, far_threshold)``, the rules of one
+    threshold sharing their words' boxes and touching (``docjepa calibrate`` tries hundreds per question)."""
     if logits.numel() == 0 or not torch.isfinite(logits).any():
-        return []
+        return [[] for _ in rules]
     values = logits.detach().float().cpu().numpy()
     best = int(values.argmax())
-    likely = np.flatnonzero(values > threshold)
-    likely = np.union1d(likely, [best])  # the best word always (when even it is unlikely)
-    boxes = torch.tensor(np.array([page.words[i].box for i in likely], dtype=np.float64).reshape(-1, 4))
-    near = _touching(boxes).numpy()
-    if line_threshold is not None and line_threshold > threshold:
-        near &= one_line(boxes).numpy() | (values[likely] > line_threshold)[None, :]
-    taken = likely == best
+    shared: dict = {}
+    out = []
+    for threshold, line_threshold, line_gap, far_threshold in rules:
+        if threshold not in shared:
+            likely = np.union1d(np.flatnonzero(values > threshold), [best])  # the best word always
+            boxes = torch.tensor(np.array([page.words[i].box for i in likely], dtype=np.float64).reshape(-1, 4))
+            shared[threshold] = likely, boxes, _touching(boxes).numpy(), one_line(boxes).numpy(), {}
+        likely, boxes, near, same, far_touching = shared[threshold]
+        if line_threshold is not None and line_threshold > threshold:
+            near = near & (same | (values[likely] > line_threshold)[None, :])
+        if far_threshold is not None and line_gap > LINE_GAP:
+            if line_gap not in far_touching:
+                far_touching[line_gap] = _touching(boxes, ROW_GAP, line_gap).numpy()
+            near = near | (far_touching[line_gap] & (values[likely] > far_threshold)[None, :])
+        out.append(_grow(near, likely == best, likely))
+    return out
+
+
+def _grow(near: np.ndarray, taken: np.ndarray, likely: np.ndarray) -> list[int]:
+    """The words of ``likely`` reached from ``taken`` through ``near`` (K, K), in reading order."""
     while True:
         grown = taken | near[taken].any(axis=0)
         if (grown == taken).all():

@@ -16,6 +16,7 @@ from docjepa.apps.cli import main
 from docjepa.apps.predict import load_page, predict_file
 from docjepa.core.errors import UsageError
 from docjepa.data.importer import import_paths
+from docjepa.data.touching import LINE_GAP
 from docjepa.eval.calibrate import SPAN_RULES, calibrate
 from docjepa.inference.calibration import Calibration
 from docjepa.inference.predictor import DocumentPredictor
@@ -132,14 +133,18 @@ def test_calibrate_and_predict_show_confidence(pdfs, model, tmp_path):
     assert cal.words_threshold == paths["words_threshold"]
     assert paths["mIoU_by_threshold"][cal.words_threshold] == max(paths["mIoU_by_threshold"].values())
     assert cal.words_knots and np.all(np.diff(cal.words_values) >= -1e-12)
-    # The span rule is chosen first, the grid's best for the word spans; predictions use it.
-    spans = {(r["span_logit"], r["line_logit"]): r["mIoU"] for r in result["word_span"]["words_mIoU_by_rule"]}
-    rule = (cal.span_logit, cal.line_logit)
-    assert set(spans) == set(SPAN_RULES) and spans[rule] == max(spans.values())
+    # The span rule is chosen first: the thresholds the grid's best for the word spans joining the nearest lines,
+    # further lines or none with them; predictions use it.
+    rules = result["word_span"]["words_mIoU_by_rule"]
+    spans = {(r["span_logit"], r["line_logit"], r["line_gap"], r["far_logit"]): r["mIoU"] for r in rules}
+    rule = (cal.span_logit, cal.line_logit, cal.line_gap or LINE_GAP, cal.far_logit)
+    near = {r[:2]: m for r, m in spans.items() if r[3] is None}
+    assert set(spans) == set(SPAN_RULES) and near[rule[:2]] == max(near.values())
     assert paths["words_mIoU"] == pytest.approx(spans[rule])
     predictor = DocumentPredictor.from_pretrained(model)
     assert predictor.policy.calibration is not None and predictor.policy.span_threshold == cal.span_logit
-    assert predictor.policy.line_threshold == cal.line_logit
+    assert predictor.policy.line_threshold == cal.line_logit and predictor.policy.far_threshold == cal.far_logit
+    assert predictor.policy.line_spacing == rule[2]
 
     res = predict_file(model, "What is the title?", tmp_path / "pred" / "t", load_page(pdf=pdfs / "gadget.pdf", dpi=72))
     assert [c["rank"] for c in res["candidates"]] == [1, 2, 3]

@@ -92,7 +92,8 @@ def _spanned(set_name: str, kind: str, best: float, n: int, rng) -> list[dict]:
     """``n`` rows whose word spans score 0.9 at threshold ``best`` and less the farther from it (no line-break bar)."""
     out = []
     for _ in range(n):
-        spans = {(t, None): {"words": 0.9 - 0.1 * abs(t - best) + rng.uniform(-0.01, 0.01), "path_features": [t] * 6}
+        spans = {(t, None, 1.0, None): {"words": 0.9 - 0.1 * abs(t - best) + rng.uniform(-0.01, 0.01),
+                                  "path_features": [t] * 6}
                  for t in (-5.0, -3.0, -1.0, 1.0)}  # fmt: skip
         out.append({"kind": kind, "set": set_name, "paths": {"mask": 0.5, "words": 0.0}, "spans": spans})
     return out
@@ -105,7 +106,8 @@ def test_the_span_threshold_is_the_best_over_sets_and_the_rows_take_its_spans():
     rows = _spanned("values", "key", -1.0, 5, rng)
     rows += [r for kind in ("a", "b", "c") for r in _spanned("forms", kind, -2.0, 20, rng)]
     best, by = fit_span_rule(rows)
-    assert best == (-1.0, None) and by[best] == max(by.values()) and {t for t, _ in by} == {-5.0, -3.0, -1.0, 1.0}
+    assert best == (-1.0, None, 1.0, None) and by[best] == max(by.values())
+    assert {t for t, *_ in by} == {-5.0, -3.0, -1.0, 1.0}
     assert all(r["paths"]["words"] == r["spans"][best]["words"] for r in rows)
     assert all(r["path_features"] == [-1.0] * 6 and r["paths"]["mask"] == 0.5 for r in rows)
     assert fit_paths(rows) is not None  # fitted on the chosen spans' IoUs and features
@@ -115,21 +117,48 @@ def test_a_line_break_bar_is_taken_where_it_scores_better():
     """Names that run on into the address below them score better with a bar at line breaks; the bar is the
     lowest of those that score alike, and none is taken when none helps."""
     rows = [{"kind": "key", "paths": {"mask": 0.5, "words": 0.0},
-             "spans": {(-1.0, None): {"words": 0.4, "path_features": [0.0] * 6},
-                       (-1.0, 1.0): {"words": 0.8, "path_features": [1.0] * 6},
-                       (-1.0, 2.0): {"words": 0.8, "path_features": [2.0] * 6},
-                       (-1.0, 3.0): {"words": 0.6, "path_features": [3.0] * 6}}}]  # fmt: skip
-    assert fit_span_rule(rows)[0] == (-1.0, 1.0) and rows[0]["path_features"] == [1.0] * 6
+             "spans": {(-1.0, None, 1.0, None): {"words": 0.4, "path_features": [0.0] * 6},
+                       (-1.0, 1.0, 1.0, None): {"words": 0.8, "path_features": [1.0] * 6},
+                       (-1.0, 2.0, 1.0, None): {"words": 0.8, "path_features": [2.0] * 6},
+                       (-1.0, 3.0, 1.0, None): {"words": 0.6, "path_features": [3.0] * 6}}}]  # fmt: skip
+    assert fit_span_rule(rows)[0] == (-1.0, 1.0, 1.0, None) and rows[0]["path_features"] == [1.0] * 6
     alike = {"words": 0.7, "path_features": [0.0] * 6}
-    flat = [{"kind": "key", "paths": {"mask": 0.5, "words": 0.0}, "spans": {(-1.0, 2.0): alike, (-1.0, None): alike}}]
-    assert fit_span_rule(flat)[0] == (-1.0, None)
+    flat = [{"kind": "key", "paths": {"mask": 0.5, "words": 0.0},
+             "spans": {(-1.0, 2.0, 1.0, None): alike, (-1.0, None, 1.0, None): alike}}]  # fmt: skip
+    assert fit_span_rule(flat)[0] == (-1.0, None, 1.0, None)
+
+
+def test_further_lines_are_taken_where_the_questions_read_better_and_the_narrowest_gap_on_a_tie():
+    """Address blocks whose lines stand further apart than one word height read whole with further lines joining;
+    a bar that also runs the more numerous values on into the next key's (keys 0.8 → 0.7) is not taken though the
+    per-kind mean rises, one that reads the questions better on the whole is, and of rules that score alike the
+    narrower gap."""
+    scores = {(1.0, None): (0.8, 0.4), (2.0, 2.0): (0.7, 0.8), (2.0, 4.0): (0.795, 0.65), (1.5, 4.0): (0.795, 0.65)}
+    rows = [{"kind": kind, "paths": {"mask": 0.5, "words": 0.0},
+             "spans": {(-1.0, 1.0, *rule): {"words": both[i], "path_features": [rule[0]] * 6}
+                       for rule, both in scores.items()}}
+            for i, kind in [(0, "key")] * 6 + [(1, "field")]]  # fmt: skip
+    best, by = fit_span_rule(rows)
+    assert by[-1.0, 1.0, 2.0, 2.0] == max(by.values())  # the best per-kind mean, but 6 keys lose what 1 block gains
+    assert best == (-1.0, 1.0, 1.5, 4.0) and by[best] == pytest.approx(0.7225)
+    assert [r["path_features"] for r in rows] == [[1.5] * 6] * 7
+    assert [r["paths"]["words"] for r in rows] == [0.795] * 6 + [0.65]
+    alike = [
+        {
+            "kind": "key",
+            "paths": {"mask": 0.5, "words": 0.0},
+            "spans": {(-1.0, 1.0, *rule): {"words": 0.6, "path_features": [0.0] * 6} for rule in scores},
+        }
+    ]
+    assert fit_span_rule(alike)[0] == (-1.0, 1.0, 1.0, None)
 
 
 def test_a_span_threshold_tie_keeps_the_default_and_rows_without_spans_are_left():
-    spans = {(t, None): {"words": 0.6, "path_features": [t] * 6} for t in (-6.0, -4.0, -2.0, 0.0)}
+    spans = {(t, None, 1.0, None): {"words": 0.6, "path_features": [t] * 6} for t in (-6.0, -4.0, -2.0, 0.0)}
     flat = [{"kind": "key", "paths": {"mask": 0.5, "words": 0.3}, "spans": spans}]
-    assert fit_span_rule(flat)[0] in ((-4.0, None), (-2.0, None))  # both 1 from the default, −3: the first of the tie
-    flat[0]["spans"][-3.0, None] = {"words": 0.6, "path_features": [0.0] * 6}
-    assert fit_span_rule(flat)[0] == (-3.0, None)
+    # both 1 from the default, −3: the first of the tie
+    assert fit_span_rule(flat)[0] in ((-4.0, None, 1.0, None), (-2.0, None, 1.0, None))
+    flat[0]["spans"][-3.0, None, 1.0, None] = {"words": 0.6, "path_features": [0.0] * 6}
+    assert fit_span_rule(flat)[0] == (-3.0, None, 1.0, None)
     bare = [{"kind": "key", "paths": {"mask": 0.5, "words": 0.3}}]
     assert fit_span_rule(bare) == (None, {}) and bare[0]["paths"]["words"] == 0.3

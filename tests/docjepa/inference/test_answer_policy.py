@@ -116,6 +116,21 @@ def test_the_word_span_grows_as_its_threshold_falls(predictor):
     barred = AnswerPolicy(span_logit=-1e9, line_logit=1e9).read(predictor.encoded, decoded).word_answer[1]
     words = word_span(logits, predictor.page, -1e9, 1e9)
     assert barred == [union_box([predictor.page.words[i].box for i in words])] and set(words) <= every
+    # The line gap and its bar in force likewise: the policy's, the calibration's, else LINE_GAP and none; the span
+    # is read under them.
+    from docjepa.data.touching import LINE_GAP
+
+    assert policy.line_spacing == LINE_GAP and policy.far_threshold is None
+    policy.calibration.line_gap, policy.calibration.far_logit = 2.0, 3.0
+    assert (policy.line_spacing, policy.far_threshold) == (2.0, 3.0)
+    assert AnswerPolicy(line_gap=1.5, far_logit=4.0, calibration=policy.calibration).far_threshold == 4.0
+    uncalibrated = Calibration([0.0, 1.0], [0.0, 1.0])
+    far = AnswerPolicy(span_logit=-1e9, line_gap=1e9, far_logit=-1e9, calibration=uncalibrated)
+    widest = word_span(logits, predictor.page, -1e9, None, 1e9, -1e9)
+    assert far.read(predictor.encoded, decoded).word_answer[1] == [
+        union_box([predictor.page.words[i].box for i in widest])
+    ]
+    assert every <= set(widest)
 
 
 def test_an_uncalibrated_answer_has_no_confidence_and_a_calibrated_one_uses_the_map(predictor):

@@ -58,10 +58,11 @@ def test_calibration_fit_save_load_and_errors(tmp_path):
     cal.save(tmp_path)
     back = Calibration.load(tmp_path)
     assert back.knots == cal.knots and back.threshold == 0.3 and back.fitted_on["questions"] == 200
-    assert back.span_logit is None  # none chosen: the word span keeps its default threshold
-    cal.span_logit = -1.0
+    assert back.span_logit is None and back.line_gap is None and back.far_logit is None  # the span's defaults
+    cal.span_logit, cal.line_gap, cal.far_logit = -1.0, 1.5, 4.0
     cal.save(tmp_path)
-    assert Calibration.load(tmp_path).span_logit == -1.0
+    back = Calibration.load(tmp_path)
+    assert (back.span_logit, back.line_gap, back.far_logit) == (-1.0, 1.5, 4.0)
     assert Calibration.load(tmp_path / "none") is None
     with pytest.raises(ValueError, match="at least 2"):
         Calibration.fit([0.5], [0.5])

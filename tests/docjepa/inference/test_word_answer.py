@@ -12,6 +12,7 @@ from docjepa.inference.word_answer import (
     touching,
     without_keys,
     word_span,
+    word_spans,
 )
 
 
@@ -63,6 +64,34 @@ def test_word_span_grows_through_touching_likely_words_and_never_scatters():
     # Nothing above the threshold: the single best word, wherever it is.
     assert word_span(torch.tensor([-9.0, -8.0, -7.0, -8.0, -8.0, -8.0, -3.5]), page) == [6]
     assert word_span(torch.full((7,), float("-inf")), page) == [] and word_span(torch.empty(0), page) == []
+
+
+def test_an_address_block_of_short_words_reads_whole_with_further_lines_above_their_bar():
+    """OCR boxes hug the ink: the lines of an address of short words ("rue", "75183") stand further apart than
+    their boxes are high, so with the nearest lines alone the span stops at the name; further lines join above
+    their own bar, which leaves out a value marked less, and never reach the line standing apart below."""
+    words = [
+        Word("Salmon", (55, 50, 116, 62)),  # 0: the name, 12 px high
+        Word("SARL", (120, 50, 160, 62)),  # 1
+        Word("rue", (55, 77, 75, 84)),  # 2: 15 px under the name, 1.25 of its height
+        Word("Camus", (78, 77, 110, 84)),  # 3
+        Word("75183", (55, 92, 83, 99)),  # 4: 8 px under, 1.14 of 7
+        Word("Gimenez", (85, 92, 130, 99)),  # 5
+        Word("Total:", (55, 130, 90, 137)),  # 6: 31 px under, 4.4 heights
+    ]
+    page = Page("x", 0, 300, 300, b"", words, "t")
+    logits = torch.tensor([6.0, 5.5, 4.0, 4.0, 5.0, 3.0, 5.0])
+    assert word_span(logits, page, 0.0, 1.0) == [0, 1]
+    assert word_span(logits, page, 0.0, 1.0, line_gap=1.5) == [0, 1]  # a gap without its bar joins nothing
+    assert word_span(logits, page, 0.0, 1.0, 1.5, far_threshold=2.0) == [0, 1, 2, 3, 4, 5]
+    assert word_span(logits, page, 0.0, 1.0, 2.0, far_threshold=2.0) == [0, 1, 2, 3, 4, 5]
+    # Above the bar only: "rue Camus" (4) stays out at 4.5, and the city's line with it, though "75183" clears it.
+    assert word_span(logits, page, 0.0, 1.0, 2.0, far_threshold=4.5) == [0, 1]
+    # One bar for both tiers where it is the line threshold's: the same as that threshold across a wider gap.
+    assert word_span(logits, page, 0.0, 4.5, 2.0, 4.5) == [0, 1]
+    rules = [(0.0, 1.0, 1.0, None), (0.0, 1.0, 1.5, 2.0), (-9.0, 1.0, 2.0, 4.5), (0.0, None, 2.0, 3.5)]
+    assert word_spans(logits, page, rules) == [word_span(logits, page, *rule) for rule in rules]
+    assert word_spans(torch.empty(0), page, rules) == [[]] * 4
 
 
 def test_a_line_break_needs_the_line_threshold_and_a_line_the_span_threshold():
