@@ -110,7 +110,8 @@ def table(results: Path, section: Section) -> str:
     """The markdown table of the section's runs, one column each."""
     runs = section.runs
     names = [name for name, _ in runs.values()]
-    business = [json.loads((results / f"business/{n}.json").read_text())["scores"] for n in names]
+    scored = [json.loads((results / f"business/{n}.json").read_text()) for n in names]
+    business = [r["scores"] for r in scored]
     foreign = [json.loads((results / f"foreign/{n}.json").read_text())["scores"]["by_generator"] for n in names]
     lines = ["| | " + " | ".join(runs) + " |", "|---|" + "---|" * len(runs)]
     for heading, group, score in BUSINESS:
@@ -125,8 +126,7 @@ def table(results: Path, section: Section) -> str:
     if all(n in real for n in names):  # runs scored on the real pages (``docjepa benchmark real run``)
         lines.append(row("real pages (structure questions), mIoU", (f"{real[n]['mIoU']:.3f}" for n in names)))
     if section.calibrated:
-        rules = (_rule(json.loads((results / f"business/{n}.json").read_text())) for n in names)
-        lines.append(row("word span rule: span / line-break logit, further lines", rules))
+        lines.append(row("word span rule: span / line-break logit, further lines", map(_rule, scored)))
     if section.cost is not None:
         cost = json.loads((results / section.cost).read_text())["question_ms"]
         times = (cost[timed] for _, timed in runs.values())
