@@ -1,11 +1,12 @@
 """The docs' tables that compare fine-tuned models differing in one setting (docs/docjepa-extract.md, "Where two words
-stand", "A value's key beside it", "Keys further away" and "An address block's further lines"), from the runs'
-committed results:
+stand", "A value's key beside it", "Keys further away", "An address block's further lines" and "A pass over the
+training questions"), from the runs' committed results:
 
     python benchmarks/scripts/runs_table.py --section relative-layout --markdown docs/docjepa-extract.md
     python benchmarks/scripts/runs_table.py --section key-neighbours --markdown docs/docjepa-extract.md
     python benchmarks/scripts/runs_table.py --section key-paths --markdown docs/docjepa-extract.md
     python benchmarks/scripts/runs_table.py --section further-lines --markdown docs/docjepa-extract.md
+    python benchmarks/scripts/runs_table.py --section whole-pass --markdown docs/docjepa-extract.md
 
 Each run is scored by ``business_pages.py`` (``business/NAME.json``), ``foreign_layouts.py``
 (``foreign/NAME.json``) and, where the section has a cost file, timed side by side by ``question_cost.py``, NAME
@@ -79,6 +80,15 @@ SECTIONS = {
                 "seed 0, further lines": ("neighbours-1000-further", "five-further"),
                 "seed 1, nearest lines": ("neighbours-1000-seed1", "five-seed1"),
                 "seed 1, further lines": ("neighbours-1000-seed1-further", "five-seed1-further"),
+            },
+            calibrated=True,
+        ),
+        Section(
+            "whole-pass",
+            {
+                "1,000 steps (seed 0)": ("neighbours-1000-further", "five-further"),
+                "1,000 steps (seed 1)": ("neighbours-1000-seed1-further", "five-seed1-further"),
+                "2,000 steps (seed 0)": ("neighbours-2000", "five-2000"),
             },
             calibrated=True,
         ),
