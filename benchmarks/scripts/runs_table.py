@@ -1,16 +1,18 @@
 """The docs' tables that compare fine-tuned models differing in one setting (docs/docjepa-extract.md, "Where two words
-stand", "A value's key beside it", "Keys further away", "An address block's further lines" and "A pass over the
-training questions"), from the runs' committed results:
+stand", "A value's key beside it", "Keys further away", "An address block's further lines", "A pass over the
+training questions" and "Other numbers on the page"), from the runs' committed results:
 
     python benchmarks/scripts/runs_table.py --section relative-layout --markdown docs/docjepa-extract.md
     python benchmarks/scripts/runs_table.py --section key-neighbours --markdown docs/docjepa-extract.md
     python benchmarks/scripts/runs_table.py --section key-paths --markdown docs/docjepa-extract.md
     python benchmarks/scripts/runs_table.py --section further-lines --markdown docs/docjepa-extract.md
     python benchmarks/scripts/runs_table.py --section whole-pass --markdown docs/docjepa-extract.md
+    python benchmarks/scripts/runs_table.py --section other-numbers --markdown docs/docjepa-extract.md
 
-Each run is scored by ``business_pages.py`` (``business/NAME.json``), ``foreign_layouts.py``
-(``foreign/NAME.json``) and, where the section has a cost file, timed side by side by ``question_cost.py``, NAME
-and the name in the cost file as in the section's runs (:data:`SECTIONS`); where all of a section's runs were scored
+Each run is scored by ``business_pages.py`` (``business/NAME.json``; on a section's further pages
+``business/NAME-SUFFIX.json``), ``foreign_layouts.py`` (``foreign/NAME.json``) and, where the section has a cost
+file, timed side by side by ``question_cost.py``, NAME and the name in the cost file as in the section's runs
+(:data:`SECTIONS`); where all of a section's runs were scored
 on the real pages (``docjepa benchmark real run``, kept under NAME in ``business/real.json``), their mIoU there too.
 """
 
@@ -34,6 +36,9 @@ class Section:
     calibrated: bool = False
     """Each run answers with the thresholds ``docjepa calibrate`` chose for it on the same pages (else all with
     the same defaults)."""
+    also: tuple[str, str] | None = None
+    """Further business pages every run was scored on too: (the suffix of those results, ``business/NAME-SUFFIX.json``;
+    the rows' heading), each adding rows for :data:`ALSO`."""
 
     @property
     def markers(self) -> tuple[str, str]:
@@ -92,6 +97,15 @@ SECTIONS = {
             },
             calibrated=True,
         ),
+        Section(
+            "other-numbers",
+            {
+                "2,000 steps": ("neighbours-2000", "five-2000"),
+                "2,000 steps, other numbers on the training pages": ("numbers-2000", "numbers-2000"),
+            },
+            calibrated=True,
+            also=("numbers", "business pages printing other numbers"),
+        ),
     )
 }
 BUSINESS = (
@@ -108,6 +122,8 @@ BUSINESS = (
     ("all questions, mask", "all", "mask mIoU"),
 )
 """Rows from the business pages: heading, the group, the score (mIoU)."""
+ALSO = ("`key`, word span", "`field`, word span", "all questions, word span")
+"""The rows of :data:`BUSINESS` that a section's further business pages (:attr:`Section.also`) add."""
 FIELDS = ("number", "date", "due date", "total", "tax", "seller", "buyer")
 
 
@@ -128,6 +144,12 @@ def table(results: Path, section: Section) -> str:
         lines.append(row(f"business pages, {heading}, mIoU", (f"{b[group][score]:.3f}" for b in business)))
     answer = "`predict`'s answer" if section.calibrated else "the mask"
     lines.append(row(f"business pages, exact answers ({answer})", (f"{b['all']['model exact']:.0%}" for b in business)))
+    if section.also is not None:
+        suffix, pages = section.also
+        also = [json.loads((results / f"business/{n}-{suffix}.json").read_text())["scores"] for n in names]
+        for heading, group, score in (r for r in BUSINESS if r[0] in ALSO):
+            lines.append(row(f"{pages}, {heading}, mIoU", (f"{b[group][score]:.3f}" for b in also)))
+        lines.append(row(f"{pages}, exact answers ({answer})", (f"{b['all']['model exact']:.0%}" for b in also)))
     for field in ("all fields", *FIELDS):
         key = "all" if field == "all fields" else field
         exact = (f"{f['all'][key]['model exact']:.0%}" for f in foreign)

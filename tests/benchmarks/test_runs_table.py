@@ -30,8 +30,10 @@ def test_a_tables_runs_are_scored_by_the_same_commands_but_for_the_model(name):
     section = rt.SECTIONS[name]
     runs = section.runs
     names = [n for n, _ in runs.values()]
-    for part in ("business", "foreign"):
-        results = [json.loads((RES / f"{part}/{n}.json").read_text()) for n in names]
+    parts = ["business", "foreign"] + ([f"business/-{section.also[0]}"] if section.also else [])
+    for part in parts:
+        folder, _, suffix = part.partition("/")
+        results = [json.loads((RES / f"{folder}/{n}{suffix}.json").read_text()) for n in names]
         checkpoints = [r["model"] for r in results]
         assert len(set(checkpoints)) == len(checkpoints), part
         commands = [r["command"].replace(c, "MODEL").replace(n, "NAME") for r, c, n in zip(results, checkpoints, names)]

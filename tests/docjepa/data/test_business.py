@@ -4,14 +4,16 @@ a family and a language held out whole."""
 import datetime
 import random
 import re
+from collections import Counter
 
 import pytest
 
 pytest.importorskip("faker")
 
 from docjepa.data.split import SplitConfig, layout_held_out
+from docjepa.data.synth import business
 from docjepa.data.synth.business import FAMILIES, NAME_SHARE, NAMES, QUESTIONS, TOTALS
-from docjepa.data.synth.business_words import BREAKDOWN, KEYS, LANGUAGES, Wording
+from docjepa.data.synth.business_words import BREAKDOWN, KEYS, LANGUAGES, OTHER_NUMBERS, Wording, other_number
 from docjepa.data.synth.generate import generate_page
 from docjepa.data.synth.layouts import LAYOUTS
 from docjepa.data.synth.phrasings import EXTRA
@@ -217,3 +219,44 @@ def test_keys_and_parties_stand_in_either_order(pages):
         if {"seller", "buyer"} <= first.keys():
             orders["parties"].add(first["buyer"] < first["seller"])
     assert orders == {"dates": {True, False}, "parties": {True, False}}
+
+
+def test_other_numbers_are_added_to_the_page_and_never_asked(pages, monkeypatch):
+    """The other numbers (account, registration, tax id, phone) come from a generator of their own: without them a
+    seed's page asks the same questions with the same answers, and with them most pages print some, their keys in the
+    page's language, among the keys and values on some pages."""
+    with monkeypatch.context() as m:
+        for share in ("OTHER_IN_KEYS", "OTHER_IN_FOOTER", "OTHER_BY_SELLER"):
+            m.setattr(business, share, 0.0)
+        plain = [generate_page(i, seed=4, size=900, layout="business") for i in range(len(pages))]
+    keys = {lang: {k.rstrip(":") for by in OTHER_NUMBERS.values() for k in by[lang]} for lang in LANGUAGES}
+    added = among_keys = 0
+    for page, without in zip(pages, plain):
+        assert page.layout == without.layout
+        asked = [(q.template, q.kind, [a.text for a in q.answers]) for q in page.questions]
+        assert asked == [(q.template, q.kind, [a.text for a in q.answers]) for q in without.questions]
+        extra = Counter(w.text for w in page.words) - Counter(w.text for w in without.words)
+        if not extra:
+            continue
+        added += 1
+        text = " ".join(w.text for w in page.words)
+        assert any(key in text for key in keys[page.layout.split("/")[2]])
+        date = next(q.answers[0] for q in page.questions if q.template in wordings("date") | wordings("due date"))
+        top = page.words[date.word_ids[0]].box[1]  # a number among the keys: above the parties, near the dates
+        among_keys += any(
+            w.text in extra and any(ch.isdigit() for ch in w.text) and abs(w.box[1] - top) < 0.12 * page.height
+            for w in page.words
+        )
+    assert added >= 0.7 * len(pages) and among_keys >= 0.2 * len(pages)
+
+
+def test_other_numbers_read_as_their_language_prints_them():
+    rng = random.Random(0)
+    for lang in LANGUAGES:
+        for kind, by_lang in OTHER_NUMBERS.items():
+            key, value = other_number(kind, lang, rng)
+            assert key in by_lang[lang] and sum(ch.isdigit() for ch in value) >= 5
+    accounts = [other_number("account", "cs", rng)[1] for _ in range(5)]
+    assert all(re.fullmatch(r"\d{6,10}/\d{4}", a) for a in accounts)  # the bank's code after the account number
+    phones = {other_number("phone", "de", rng)[1][:4] for _ in range(5)}
+    assert phones == {"+49 "}

@@ -2,10 +2,12 @@
 
 A page is an invoice in one of nine languages (:mod:`.business_words`): a header (logo, seller, title; sometimes the
 invoice number's key and value in the title's place), a block of keys and values (number, dates, order and customer
-numbers), the parties in one to three columns (the seller among them on some pages, each a name and address under
-its heading or written as keys and values; on some pages stacked in a column beside the keys and values; on some
-pages in another order than the seller's before the buyer's, as the keys too), the line items (sometimes with a unit
-and a tax-rate column), the totals, a footer (bank details, page number), sometimes a stamp. Where a value
+numbers; on some pages among them numbers never asked for, which the footer and the seller's address print too: bank
+account, company registration, tax id, phone), the parties in one to three columns (the seller among them on some
+pages, each a name and address under its heading or written as keys and values; on some pages stacked in a column
+beside the keys and values; on some pages in another order than the seller's before the buyer's, as the keys too),
+the line items (sometimes with a unit and a tax-rate column), the totals, a footer (bank details, the other numbers,
+page number), sometimes a stamp. Where a value
 stands against its key is the page's **family**:
 
 - ``right``: the value right of its key on the same line, at a distance the page draws;
@@ -39,6 +41,7 @@ from .business_words import (
     HEADINGS,
     LANGUAGES,
     LOCALES,
+    OTHER_NUMBERS,
     PAGE,
     RATE_HEADING,
     STAMPS,
@@ -47,6 +50,7 @@ from .business_words import (
     UNITS,
     VAT_ID,
     Wording,
+    other_number,
 )
 from .canvas import Canvas
 from .layouts import ITEMS, Asker, _address_lines, locale_faker
@@ -90,11 +94,17 @@ its place among the others."""
 NAME_SHARE = 0.7
 """How often each party's name is asked on a page (the buyer's and the seller's apart), so that "Who is the seller?"
 and "What is the seller's address?" are often asked of one page and the name is told from its block."""
+OTHER_IN_KEYS, OTHER_IN_FOOTER, OTHER_BY_SELLER = 0.5, 0.8, 0.4
+"""How often the page's other numbers (:data:`~.business_words.OTHER_NUMBERS`: bank account, company registration,
+tax id, phone; never asked for) stand among the keys and values (one or two of them, in the family's way), in the
+footer beside the bank details (one to three), and under the seller's address in the header (one). They are drawn
+from a generator of their own, so that a seed's page is the page it was without them, plus them."""
 
 
 def business(c: Canvas, _fake: Faker, rng: random.Random, wording=None, vocab=None) -> list[Question]:
     """Draw one business document on ``c``; returns its questions (the page's layout name is left in
     ``c.variant``)."""
+    other = random.Random(str(rng.getstate()[1][:8]))  # the other numbers' draws, apart from the page's
     lang, family, totals_style = rng.choice(LANGUAGES), rng.choice(FAMILIES), rng.choice(TOTALS)
     c.variant = f"{family}/{lang}"
     fake = locale_faker(LOCALES[lang])
@@ -103,14 +113,24 @@ def business(c: Canvas, _fake: Faker, rng: random.Random, wording=None, vocab=No
     m = c.px(rng.uniform(40, 70))
     values = _meta_values(fake, rng)
     seller_block, number_in_title = rng.random() < 0.4, rng.random() < 0.2
-    header, titled, y = _header(c, fake, rng, w, m, not seller_block, values["number"] if number_in_title else None)
+    by_seller = other.random() < OTHER_BY_SELLER  # an account, registration or tax id under its address
+    seller_line = _keyed(w, *other_number(other.choice(list(OTHER_NUMBERS)[:3]), lang, other)) if by_seller else None
+    header, titled, y = _header(
+        c, fake, rng, w, m, not seller_block, values["number"] if number_in_title else None, seller_line
+    )
     shown = ["number", "date", "due date", *rng.sample(META[3:], rng.randint(1, 3))][int(number_in_title) :]
     if rng.random() < SHUFFLE_SHARE:  # keys in another order: a value is told by its key, not by its place
         rng.shuffle(shown)
     beside = family in ("right", "below", "boxed", "inline") and rng.random() < BESIDE_SHARE
-    found, below_meta = _meta(
-        c, rng, w, family, [(f, values[f]) for f in shown], m, y, c.width * 0.52 if beside else None
-    )
+    text = [(f, w.label(f), w.date(values[f]) if isinstance(values[f], datetime.date) else values[f]) for f in shown]
+    if other.random() < OTHER_IN_KEYS:
+        across = family in ("table", "band")  # one cell each across the page: one more where the values still fit
+        for k, kind in enumerate(other.sample(list(OTHER_NUMBERS), 1 if across else other.randint(1, 2))):
+            key, value = other_number(kind, lang, other)
+            more = [*text, (f"other {k}", key + ":" * w.colon, value)]
+            if not across or _fits(c, [v for _, _, v in more], (c.width - 2 * m) / len(more) - c.px(6)):
+                text.insert(other.randint(0, len(text)), more[-1])
+    found, below_meta = _meta(c, rng, family, text, m, y, c.width * 0.52 if beside else None)
     if titled:
         found["number"] = titled
     top = y if beside else below_meta + c.px(20)
@@ -119,7 +139,9 @@ def business(c: Canvas, _fake: Faker, rng: random.Random, wording=None, vocab=No
     parties, names = {**header[0], **parties}, {**header[1], **names}
     amounts, y, amount_x = _items(c, rng, w, lang, m, y + c.px(25))
     found |= _totals(c, rng, w, totals_style, amounts, m, y + c.px(12), amount_x)
-    total = _footer(c, fake, rng, w, m, lang, w.money(amounts["total"]) if totals_style == "footer" else None)
+    kinds = other.sample(list(OTHER_NUMBERS), other.randint(1, 3)) if other.random() < OTHER_IN_FOOTER else []
+    others = [_keyed(w, *other_number(kind, lang, other)) for kind in kinds]
+    total = _footer(c, fake, rng, w, m, lang, w.money(amounts["total"]) if totals_style == "footer" else None, others)
     if total:
         found["total"] = total
     if rng.random() < 0.3 and totals_style != "breakdown":  # a stamp left of the totals, not over a table
@@ -135,6 +157,16 @@ def business(c: Canvas, _fake: Faker, rng: random.Random, wording=None, vocab=No
         if rng.random() < NAME_SHARE:
             a.ask(NAMES[party], "key", a.answer(names[party]))
     return a.questions
+
+
+def _fits(c: Canvas, values: list[str], width: float) -> bool:
+    """Whether each value fits in a cell ``width`` wide (as :func:`_meta` prints values across the page)."""
+    return all(c.font("sans", 11).getlength(v) <= width for v in values)
+
+
+def _keyed(w: Wording, key: str, value: str) -> str:
+    """A key and its value on one line, the key with the page's colon."""
+    return f"{key}{':' * w.colon} {value}"
 
 
 def _meta_values(fake: Faker, rng: random.Random) -> dict[str, str | datetime.date]:
@@ -154,10 +186,12 @@ def _meta_values(fake: Faker, rng: random.Random) -> dict[str, str | datetime.da
     }
 
 
-def _header(c: Canvas, fake: Faker, rng: random.Random, w: Wording, m: float, seller: bool, number: str | None):
-    """Logo, the seller's name and address (``seller``: else its block stands with the other parties), the title, or
-    the invoice number's key and value in its place (``number``); returns (({"seller": its words}, {"seller": its
-    name's words}) or two empty dicts, the number's words or None, the y below the header)."""
+def _header(c: Canvas, fake: Faker, rng: random.Random, w: Wording, m: float, seller: bool, number: str | None,
+            other: str | None = None):  # fmt: skip
+    """Logo, the seller's name and address (``seller``: else its block stands with the other parties; ``other``, a
+    keyed number, on a line under it), the title, or the invoice number's key and value in its place (``number``);
+    returns (({"seller": its words}, {"seller": its name's words}) or two empty dicts, the number's words or None,
+    the y below the header)."""
     logo_right = rng.random() < 0.4
     x = c.width - m - c.px(60) if logo_right else m
     if rng.random() < 0.7:  # a logo: a shape with initials
@@ -176,6 +210,9 @@ def _header(c: Canvas, fake: Faker, rng: random.Random, w: Wording, m: float, se
             y += c.px(15)
         if rng.random() < 0.6:
             c.text(sx, y, f"{VAT_ID[w.lang]} {fake.bothify('??#########').upper()}", "sans", 10)
+            y += c.px(15)
+        if other is not None:
+            c.text(sx, y, other, "sans", 10)
             y += c.px(15)
         blocks = ({"seller": block}, {"seller": name})
     tx = rng.choice([c.width * 0.6, c.width / 2 - c.px(60), m])
@@ -215,10 +252,9 @@ def _pair(c: Canvas, family: str, label: str, value: str, x: float, y: float, wi
     return c.text(x + c.px(4), y + c.px(15), value, "sans", 12), c.px(46)
 
 
-def _meta(c: Canvas, rng: random.Random, w: Wording, family: str, pairs: list, m: float, y: float, x0=None):
-    """The keys and values block (from ``x0`` in one column when given); returns ({field: the value's words}, the y
-    below it)."""
-    text = [(f, w.label(f), w.date(v) if isinstance(v, datetime.date) else v) for f, v in pairs]
+def _meta(c: Canvas, rng: random.Random, family: str, text: list, m: float, y: float, x0=None):
+    """The keys and values block, ``text`` its (field, key, value) triples (from ``x0`` in one column when given);
+    returns ({field: the value's words}, the y below it)."""
     found = {}
     if family in ("table", "band"):
         width = (c.width - 2 * m) / len(text)
@@ -371,9 +407,10 @@ def _breakdown(c: Canvas, rng: random.Random, w: Wording, amounts: dict, m: floa
     return found, y + c.px(56)
 
 
-def _footer(c: Canvas, fake: Faker, rng: random.Random, w: Wording, m: float, lang: str, total: str | None):
-    """Bank details and the page number; with a ``total`` (the ``footer`` totals style), a band holding it, whose
-    value's words are returned."""
+def _footer(c: Canvas, fake: Faker, rng: random.Random, w: Wording, m: float, lang: str, total: str | None,
+            others: list[str] = ()):  # fmt: skip
+    """Bank details, the ``others`` lines (keys and values) in a column beside them, and the page number; with a
+    ``total`` (the ``footer`` totals style), a band holding it, whose value's words are returned."""
     y = c.height - c.px(rng.uniform(90, 120))
     ids = None
     if total is not None:
@@ -381,8 +418,12 @@ def _footer(c: Canvas, fake: Faker, rng: random.Random, w: Wording, m: float, la
         c.text(m, y - c.px(40), w.label("total"), "sans-bold", 13)
         ids = c.text(c.width * 0.6, y - c.px(40), total, "sans-bold", 13)
     c.hline(m, c.width - m, y - c.px(6), 1, "#999")
-    c.text(m, y, f"{BANK[lang]}: IBAN {fake.iban()}", "sans", 9, max_x=c.width - m)
+    c.text(
+        m, y, f"{BANK[lang]}: IBAN {fake.iban()}", "sans", 9, max_x=c.width * (0.54 if others else 1) - m * (not others)
+    )
     c.text(m, y + c.px(14), f"BIC {fake.swift()}", "sans", 9)
+    for k, line in enumerate(others):  # the third beside the page number, and ending before it
+        c.text(c.width * 0.55, y + c.px(14 * k), line, "sans", 9, max_x=c.width - m - c.px(70 if k == 2 else 0))
     c.text(c.width - m - c.px(60), y + c.px(30), f"{PAGE[lang]} 1/1", "sans", 9)
     return ids
 

@@ -212,6 +212,82 @@ BANK = {"en": "Bank details", "fr": "Coordonnées bancaires", "de": "Bankverbind
         "cs": "Bankovní spojení"}  # fmt: skip
 VAT_ID = {"en": "VAT no.", "fr": "N° TVA", "de": "USt-IdNr.", "nl": "Btw-nr.", "es": "NIF", "it": "P.IVA", "pt": "NIF",
           "pl": "NIP", "cs": "DIČ"}  # fmt: skip
+OTHER_NUMBERS: dict[str, dict[str, tuple[str, ...]]] = {
+    "account": {
+        "en": ("Bank account no.", "Bank acct.", "Bank account"),
+        "fr": ("N° de compte", "Compte n°", "RIB"),
+        "de": ("Konto-Nr.", "Kontonummer", "Konto"),
+        "nl": ("Rekeningnr.", "Rekeningnummer", "Bankrekening"),
+        "es": ("Nº de cuenta", "Cuenta", "Cuenta bancaria"),
+        "it": ("C/C n.", "Conto n.", "Conto corrente"),
+        "pt": ("Conta n.º", "N.º de conta", "NIB"),
+        "pl": ("Nr konta", "Numer rachunku", "Rachunek"),
+        "cs": ("Č. účtu", "Číslo účtu", "Účet"),
+    },
+    "registration": {
+        "en": ("Company no.", "Reg. no.", "Registration number", "Company reg. no."),
+        "fr": ("SIRET", "SIREN", "RCS", "N° SIRET"),
+        "de": ("HRB", "Handelsregister", "Registernummer", "Amtsgericht HRB"),
+        "nl": ("KvK-nr.", "KvK", "KvK-nummer"),
+        "es": ("CIF", "Nº registro", "Registro mercantil"),
+        "it": ("REA n.", "C.F.", "Codice fiscale", "N. REA"),
+        "pt": ("NIPC", "Matrícula n.º", "CRC n.º"),
+        "pl": ("REGON", "KRS", "Nr KRS"),
+        "cs": ("IČO", "IČ", "Reg. č."),
+    },
+    "tax id": {
+        "en": ("VAT no.", "VAT reg. no.", "Tax ID"),
+        "fr": ("N° TVA", "N° TVA intracom.", "TVA intracommunautaire"),
+        "de": ("USt-IdNr.", "Steuernummer", "St.-Nr."),
+        "nl": ("Btw-nr.", "Btw-nummer", "Btw-id"),
+        "es": ("NIF", "NIF-IVA", "Nº IVA"),
+        "it": ("P.IVA", "Partita IVA", "P. IVA n."),
+        "pt": ("NIF", "N.º contribuinte", "NIF/NIPC"),
+        "pl": ("NIP", "Nr NIP", "NIP UE"),
+        "cs": ("DIČ", "DIČ č.", "DIČ/VAT"),
+    },
+    "phone": {
+        "en": ("Tel.", "Phone", "Tel. no."),
+        "fr": ("Tél.", "Téléphone"),
+        "de": ("Tel.", "Telefon"),
+        "nl": ("Tel.", "Telefoon"),
+        "es": ("Tel.", "Teléfono"),
+        "it": ("Tel.", "Telefono"),
+        "pt": ("Tel.", "Telefone"),
+        "pl": ("Tel.", "Telefon"),
+        "cs": ("Tel.", "Telefon"),
+    },
+}
+"""The numbers an invoice prints besides the ones asked for, keyed as its language keys them (kind → language →
+wordings): bank account, company registration, tax id, phone. Their keys end as the invoice number's often do ("no.",
+"n°", "č."), so which number a question asks for is told by the key's words, not by its being a number after a key."""
+COUNTRY = {"en": ("GB", "44"), "fr": ("FR", "33"), "de": ("DE", "49"), "nl": ("NL", "31"), "es": ("ES", "34"),
+           "it": ("IT", "39"), "pt": ("PT", "351"), "pl": ("PL", "48"), "cs": ("CZ", "420")}  # fmt: skip
+"""Language → (country code, telephone prefix) for the other numbers' values."""
+
+
+def other_number(kind: str, lang: str, rng: random.Random) -> tuple[str, str]:
+    """One of :data:`OTHER_NUMBERS`: (its key, its value) as a page in ``lang`` prints them."""
+    key, (country, prefix) = rng.choice(OTHER_NUMBERS[kind][lang]), COUNTRY[lang]
+
+    def digits(n: int) -> str:
+        return "".join(rng.choice("0123456789") for _ in range(n))
+
+    if kind == "account" and lang == "cs":  # the Czech account number with its bank's code
+        return key, f"{digits(rng.randint(6, 10))}/{rng.choice(['0100', '0300', '0800', '2010', '5500'])}"
+    if kind == "account" and lang == "pl":
+        return key, " ".join([digits(2)] + [digits(4) for _ in range(6)])
+    if kind == "registration" and lang == "fr":  # SIRET
+        return key, f"{digits(3)} {digits(3)} {digits(3)} {digits(5)}"
+    if kind == "registration" and lang == "de":
+        return key, digits(5) if "HRB" in key else f"HRB {digits(5)}"
+    if kind == "tax id":
+        return key, f"{digits(3)}/{digits(3)}/{digits(5)}" if key == "St.-Nr." else f"{country}{digits(9)}"
+    if kind == "phone":
+        return key, f"+{prefix} {digits(3)} {digits(3)} {digits(3)}"
+    return key, digits(rng.choice([8, 9, 10]))
+
+
 PAGE = {"en": "Page", "fr": "Page", "de": "Seite", "nl": "Pagina", "es": "Página", "it": "Pagina", "pt": "Página",
         "pl": "Strona", "cs": "Strana"}  # fmt: skip
 MONTHS = {
