@@ -418,9 +418,7 @@ def _footer(c: Canvas, fake: Faker, rng: random.Random, w: Wording, m: float, la
         c.text(m, y - c.px(40), w.label("total"), "sans-bold", 13)
         ids = c.text(c.width * 0.6, y - c.px(40), total, "sans-bold", 13)
     c.hline(m, c.width - m, y - c.px(6), 1, "#999")
-    c.text(
-        m, y, f"{BANK[lang]}: IBAN {fake.iban()}", "sans", 9, max_x=c.width * (0.54 if others else 1) - m * (not others)
-    )
+    c.text(m, y, f"{BANK[lang]}: IBAN {fake.iban()}", "sans", 9, max_x=c.width * 0.54 if others else c.width - m)
     c.text(m, y + c.px(14), f"BIC {fake.swift()}", "sans", 9)
     for k, line in enumerate(others):  # the third beside the page number, and ending before it
         c.text(c.width * 0.55, y + c.px(14 * k), line, "sans", 9, max_x=c.width - m - c.px(70 if k == 2 else 0))
