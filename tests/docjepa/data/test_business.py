@@ -10,10 +10,20 @@ import pytest
 
 pytest.importorskip("faker")
 
+import itertools
+
 from docjepa.data.split import SplitConfig, layout_held_out
 from docjepa.data.synth import business
 from docjepa.data.synth.business import FAMILIES, NAME_SHARE, NAMES, QUESTIONS, TOTALS
-from docjepa.data.synth.business_words import BREAKDOWN, KEYS, LANGUAGES, OTHER_NUMBERS, Wording, other_number
+from docjepa.data.synth.business_words import (
+    BREAKDOWN,
+    KEYS,
+    LANGUAGES,
+    OTHER_NUMBERS,
+    Wording,
+    other_number,
+)
+from docjepa.data.synth.canvas import Canvas
 from docjepa.data.synth.generate import generate_page
 from docjepa.data.synth.layouts import LAYOUTS
 from docjepa.data.synth.phrasings import EXTRA
@@ -260,3 +270,26 @@ def test_other_numbers_read_as_their_language_prints_them():
     assert all(re.fullmatch(r"\d{6,10}/\d{4}", a) for a in accounts)  # the bank's code after the account number
     phones = {other_number("phone", "de", rng)[1][:4] for _ in range(5)}
     assert phones == {"+49 "}
+
+
+DATES = wordings("date") | wordings("due date") | wordings("delivery date")
+
+
+def dates_whole(page) -> bool:
+    """Whether each date ``page`` asks for is answered with its year, nothing cut after it."""
+    answers = [q.answers[0].text for q in page.questions if q.template in DATES]
+    return all(re.search(r"\b20\d\d\b", date) and date[-1].isdigit() for date in answers)
+
+
+def test_a_cell_prints_its_key_and_value_whole():
+    """A key or value too wide for its cell of a table or band is printed smaller, or on two lines, not cut."""
+    c = Canvas(900, 1273)
+    text = "Fecha de vencimiento de la factura"
+    for share, lines in ((1.05, 1), (0.95, 1), (0.6, 2)):  # the room it has, against its width at the usual size
+        right = 100 + share * c.font("sans-bold", 9).getlength(text)
+        ids = business._cell(c, 100, 300, text, right, "sans-bold", 9)
+        assert " ".join(c.words[i].text for i in ids) == text
+        assert max(c.words[i].box[2] for i in ids) <= right + 1
+        assert 1 + sum(c.words[j].box[0] < c.words[i].box[0] for i, j in itertools.pairwise(ids)) == lines
+    cut_before = [generate_page(i, seed=5, size=900, layout="business") for i in (46, 80, 109)]  # "14 de" then
+    assert all(dates_whole(page) for page in cut_before)

@@ -252,6 +252,18 @@ def _pair(c: Canvas, family: str, label: str, value: str, x: float, y: float, wi
     return c.text(x + c.px(4), y + c.px(15), value, "sans", 12), c.px(46)
 
 
+def _cell(c: Canvas, x: float, y: float, text: str, right: float, family: str, size: int) -> list[int]:
+    """``text`` in a cell from (x, y), whole: at ``size`` where it fits before ``right``, else up to two points
+    smaller, and on two lines (about y) where one line still does not hold it; returns the ids of its words."""
+    for smaller in (size, size - 1, size - 2):
+        if c.font(family, smaller).getlength(text) <= right - x:
+            return c.text(x, y, text, family, smaller)
+    size, words, font = size - 2, text.split(), c.font(family, size - 2)
+    cut = max(1, max(k for k in range(len(words) + 1) if font.getlength(" ".join(words[:k])) <= right - x))
+    first = c.text(x, y - c.px(size * 0.4), " ".join(words[:cut]), family, size)
+    return first + c.text(x, y + c.px(size * 0.75), " ".join(words[cut:]), family, size, max_x=right)
+
+
 def _meta(c: Canvas, rng: random.Random, family: str, text: list, m: float, y: float, x0=None):
     """The keys and values block, ``text`` its (field, key, value) triples (from ``x0`` in one column when given);
     returns ({field: the value's words}, the y below it)."""
@@ -265,8 +277,8 @@ def _meta(c: Canvas, rng: random.Random, family: str, text: list, m: float, y: f
             if family == "table":
                 c.rect((x - c.px(4), y - c.px(4), x + width - c.px(4), y + c.px(40)), outline="#999")
                 c.hline(x - c.px(4), x + width - c.px(4), y + c.px(17), 1, "#999")
-            c.text(x, y, label.rstrip(":"), "sans-bold", 9, max_x=x + width - c.px(6))
-            found[field] = c.text(x, y + c.px(21), value, "sans", 11, max_x=x + width - c.px(6))
+            _cell(c, x, y, label.rstrip(":"), x + width - c.px(6), "sans-bold", 9)
+            found[field] = _cell(c, x, y + c.px(21), value, x + width - c.px(6), "sans", 11)
         return found, y + c.px(58)
     columns = rng.choice([1, 2]) if family not in ("right", "inline") and x0 is None else 1
     x0 = x0 if x0 is not None else rng.choice([m, c.width * (0.45 if family == "inline" else 0.52)])
