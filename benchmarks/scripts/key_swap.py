@@ -47,7 +47,7 @@ FAMILIES = ("right", "inline")
 STATES = ("as it is", "keys exchanged", "dates exchanged")
 OWN, OTHER = "its date's place", "the other date's place"
 START, END = "<!-- key-swap:start -->", "<!-- key-swap:end -->"
-RUNS = ("shipped", "relative-balanced-1000", "neighbours-1000", "neighbours-2000", "numbers-2000")
+RUNS = ("shipped", "relative-balanced-1000", "neighbours-1000", "neighbours-2000", "numbers-2000", "alike-2000")
 """The models whose results (``benchmarks/results/docjepa/key-swap/NAME.json``) the docs' table quotes."""
 
 

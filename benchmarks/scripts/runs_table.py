@@ -1,6 +1,6 @@
 """The docs' tables that compare fine-tuned models differing in one setting (docs/docjepa-extract.md, "Where two words
 stand", "A value's key beside it", "Keys further away", "An address block's further lines", "A pass over the
-training questions" and "Other numbers on the page"), from the runs' committed results:
+training questions", "Other numbers on the page" and "Keys worded alike"), from the runs' committed results:
 
     python benchmarks/scripts/runs_table.py --section relative-layout --markdown docs/docjepa-extract.md
     python benchmarks/scripts/runs_table.py --section key-neighbours --markdown docs/docjepa-extract.md
@@ -8,6 +8,7 @@ training questions" and "Other numbers on the page"), from the runs' committed r
     python benchmarks/scripts/runs_table.py --section further-lines --markdown docs/docjepa-extract.md
     python benchmarks/scripts/runs_table.py --section whole-pass --markdown docs/docjepa-extract.md
     python benchmarks/scripts/runs_table.py --section other-numbers --markdown docs/docjepa-extract.md
+    python benchmarks/scripts/runs_table.py --section keys-alike --markdown docs/docjepa-extract.md
 
 Each run is scored by ``business_pages.py`` (``business/NAME.json``; on a section's further pages
 ``business/NAME-SUFFIX.json``), ``foreign_layouts.py`` (``foreign/NAME.json``) and, where the section has a cost
@@ -39,6 +40,8 @@ class Section:
     also: tuple[str, str] | None = None
     """Further business pages every run was scored on too: (the suffix of those results, ``business/NAME-SUFFIX.json``;
     the rows' heading), each adding rows for :data:`ALSO`."""
+    values: tuple[str, ...] = ()
+    """Fields whose questions on the business pages (and on the further pages) get rows of their own."""
 
     @property
     def markers(self) -> tuple[str, str]:
@@ -106,6 +109,16 @@ SECTIONS = {
             calibrated=True,
             also=("numbers", "business pages printing other numbers"),
         ),
+        Section(
+            "keys-alike",
+            {
+                "2,000 steps, other numbers": ("numbers-2000", "numbers-2000"),
+                "2,000 steps, other numbers, keys worded alike": ("alike-2000", "alike-2000"),
+            },
+            calibrated=True,
+            also=("alike", "business pages keying a third of their dates and totals alike"),
+            values=("date", "due date", "tax", "total"),
+        ),
     )
 }
 BUSINESS = (
@@ -140,14 +153,15 @@ def table(results: Path, section: Section) -> str:
     business = [r["scores"] for r in scored]
     foreign = [json.loads((results / f"foreign/{n}.json").read_text())["scores"]["by_generator"] for n in names]
     lines = ["| | " + " | ".join(runs) + " |", "|---|" + "---|" * len(runs)]
-    for heading, group, score in BUSINESS:
+    rows = [*BUSINESS, *((f"the {v}, word span", f"asks value: {v}", "words mIoU") for v in section.values)]
+    for heading, group, score in rows:
         lines.append(row(f"business pages, {heading}, mIoU", (f"{b[group][score]:.3f}" for b in business)))
     answer = "`predict`'s answer" if section.calibrated else "the mask"
     lines.append(row(f"business pages, exact answers ({answer})", (f"{b['all']['model exact']:.0%}" for b in business)))
     if section.also is not None:
         suffix, pages = section.also
         also = [json.loads((results / f"business/{n}-{suffix}.json").read_text())["scores"] for n in names]
-        for heading, group, score in (r for r in BUSINESS if r[0] in ALSO):
+        for heading, group, score in (r for r in rows if r[0] in ALSO or r in rows[len(BUSINESS) :]):
             lines.append(row(f"{pages}, {heading}, mIoU", (f"{b[group][score]:.3f}" for b in also)))
         lines.append(row(f"{pages}, exact answers ({answer})", (f"{b['all']['model exact']:.0%}" for b in also)))
     for field in ("all fields", *FIELDS):

@@ -20,6 +20,7 @@ from docjepa.data.synth.business_words import (
     KEYS,
     LANGUAGES,
     OTHER_NUMBERS,
+    SHARED_WORDS,
     Wording,
     other_number,
 )
@@ -293,3 +294,24 @@ def test_a_cell_prints_its_key_and_value_whole():
         assert 1 + sum(c.words[j].box[0] < c.words[i].box[0] for i, j in itertools.pairwise(ids)) == lines
     cut_before = [generate_page(i, seed=5, size=900, layout="business") for i in (46, 80, 109)]  # "14 de" then
     assert all(dates_whole(page) for page in cut_before)
+
+
+def test_keys_worded_alike_are_added_apart_and_printed_whole(pages, monkeypatch):
+    """Keys worded alike ("Invoice date" and "Invoice due date", "VAT" and "Total incl. VAT") come from a generator
+    of their own: with them on every page, or on none, a seed's page asks the same questions with the same answers.
+    With them, both keys of each pair are printed whole."""
+
+    def asked(page):
+        return [(q.template, q.kind, [a.text for a in q.answers]) for q in page.questions]
+
+    made = {}
+    for share in (0.0, 1.0):
+        with monkeypatch.context() as m:
+            m.setattr(business, "SHARED_SHARE", share)
+            made[share] = [generate_page(i, seed=4, size=900, layout="business") for i in range(len(pages))]
+    for page, without, alike in zip(pages, made[0.0], made[1.0]):
+        assert asked(page) == asked(without) == asked(alike)
+        text = " " + " ".join(w.text.rstrip(":") for w in alike.words) + " "
+        lang = page.layout.split("/")[2]
+        for by_lang in SHARED_WORDS.values():
+            assert any(all(f" {key} " in text for key in pair) for pair in by_lang[lang]), (page.layout, by_lang[lang])

@@ -44,6 +44,7 @@ from .business_words import (
     OTHER_NUMBERS,
     PAGE,
     RATE_HEADING,
+    SHARED_WORDS,
     STAMPS,
     TITLES,
     UNIT_HEADING,
@@ -99,17 +100,25 @@ OTHER_IN_KEYS, OTHER_IN_FOOTER, OTHER_BY_SELLER = 0.5, 0.8, 0.4
 tax id, phone; never asked for) stand among the keys and values (one or two of them, in the family's way), in the
 footer beside the bank details (one to three), and under the seller's address in the header (one). They are drawn
 from a generator of their own, so that a seed's page is the page it was without them, plus them."""
+SHARED_SHARE = 0.35
+"""How often a page words the invoice date's and the due date's keys alike, and (apart) the tax's and the total's
+(:data:`~.business_words.SHARED_WORDS`: "Invoice date" and "Invoice due date"), drawn from a generator of their own,
+so that a seed's page asks the same questions with the same answers with or without them."""
 
 
 def business(c: Canvas, _fake: Faker, rng: random.Random, wording=None, vocab=None) -> list[Question]:
     """Draw one business document on ``c``; returns its questions (the page's layout name is left in
     ``c.variant``)."""
     other = random.Random(str(rng.getstate()[1][:8]))  # the other numbers' draws, apart from the page's
+    alike = random.Random(str(rng.getstate()[1][:8]) + "alike")  # the keys worded alike, apart too
     lang, family, totals_style = rng.choice(LANGUAGES), rng.choice(FAMILIES), rng.choice(TOTALS)
     c.variant = f"{family}/{lang}"
     fake = locale_faker(LOCALES[lang])
     fake.seed_instance(rng.getrandbits(32))
     w, a = Wording(lang, rng), Asker(c, rng, wording)
+    for fields in SHARED_WORDS:
+        if alike.random() < SHARED_SHARE:
+            w.share_words(fields, alike)
     m = c.px(rng.uniform(40, 70))
     values = _meta_values(fake, rng)
     seller_block, number_in_title = rng.random() < 0.4, rng.random() < 0.2

@@ -288,6 +288,46 @@ def other_number(kind: str, lang: str, rng: random.Random) -> tuple[str, str]:
     return key, digits(rng.choice([8, 9, 10]))
 
 
+SHARED_WORDS: dict[tuple[str, str], dict[str, tuple[tuple[str, str], ...]]] = {
+    ("date", "due date"): {
+        "en": (("Invoice date", "Invoice due date"), ("Date of invoice", "Due date of invoice"),
+               ("Invoice issue date", "Invoice payment date"), ("Date", "Payment due date")),
+        "fr": (("Date de facture", "Date d'échéance de la facture"), ("Date de la facture", "Date de paiement"),
+               ("Date d'émission", "Date d'échéance"), ("Date", "Date limite de paiement")),
+        "de": (("Rechnungsdatum", "Fälligkeitsdatum der Rechnung"), ("Datum", "Fälligkeitsdatum"),
+               ("Datum der Rechnung", "Zahlungsdatum"), ("Rechnungsdatum", "Rechnung zahlbar bis")),
+        "nl": (("Factuurdatum", "Vervaldatum factuur"), ("Datum", "Vervaldatum"),
+               ("Datum factuur", "Uiterste betaaldatum")),
+        "es": (("Fecha de factura", "Fecha de vencimiento de la factura"), ("Fecha", "Fecha de vencimiento"),
+               ("Fecha de emisión", "Fecha de pago"), ("Fecha de la factura", "Fecha límite de pago")),
+        "it": (("Data fattura", "Data scadenza fattura"), ("Data", "Data di scadenza"),
+               ("Data di emissione", "Data di pagamento"), ("Data documento", "Data scadenza documento")),
+        "pt": (("Data da fatura", "Data de vencimento da fatura"), ("Data", "Data de vencimento"),
+               ("Data de emissão", "Data limite de pagamento"), ("Data da fatura", "Data de pagamento")),
+        "pl": (("Data wystawienia faktury", "Termin płatności faktury"), ("Data", "Data płatności"),
+               ("Data faktury", "Data zapłaty faktury")),
+        "cs": (("Datum vystavení faktury", "Datum splatnosti faktury"), ("Datum", "Datum splatnosti"),
+               ("Datum vystavení dokladu", "Datum splatnosti dokladu")),
+    },
+    ("tax", "total"): {
+        "en": (("Tax", "Total with tax"), ("VAT", "Total incl. VAT"), ("Tax amount", "Amount incl. tax"),
+               ("VAT amount", "Amount due incl. VAT")),
+        "fr": (("TVA", "Total TVA comprise"), ("Montant TVA", "Montant TTC"), ("Taxes", "Total avec taxes")),
+        "de": (("MwSt.", "Gesamt inkl. MwSt."), ("USt.", "Summe inkl. USt."),
+               ("Mehrwertsteuer", "Brutto mit Mehrwertsteuer")),
+        "nl": (("Btw", "Totaal incl. btw"), ("Btw-bedrag", "Bedrag incl. btw"), ("BTW", "Te betalen incl. BTW")),
+        "es": (("IVA", "Total con IVA"), ("Impuestos", "Total con impuestos"), ("Cuota IVA", "Total IVA incluido")),
+        "it": (("IVA", "Totale IVA inclusa"), ("Imposta", "Totale con imposta"), ("Totale IVA", "Totale fattura")),
+        "pt": (("IVA", "Total com IVA"), ("Impostos", "Total com impostos"), ("Valor do IVA", "Valor total com IVA")),
+        "pl": (("VAT", "Razem z VAT"), ("Kwota VAT", "Kwota brutto z VAT"), ("Podatek VAT", "Do zapłaty z VAT")),
+        "cs": (("DPH", "Celkem s DPH"), ("Daň", "Celkem s daní"), ("Výše DPH", "K úhradě s DPH")),
+    },
+}  # fmt: skip
+"""Pairs of keys one page may print for two of its fields, worded alike ("Invoice date" and "Invoice due date", "VAT"
+and "Total incl. VAT"), keyed by the two fields and the language: the question is then answered by the word that
+tells the keys apart, not by the words they share."""
+
+
 PAGE = {"en": "Page", "fr": "Page", "de": "Seite", "nl": "Pagina", "es": "Página", "it": "Pagina", "pt": "Página",
         "pl": "Strona", "cs": "Strana"}  # fmt: skip
 MONTHS = {
@@ -335,6 +375,10 @@ class Wording:
         self.date_format = rng.choice(DATE_FORMATS[lang])
         sep, mark, where, currencies = rng.choice(NUMBERS[lang])
         self.number = (sep, mark, where, rng.choice(currencies))
+
+    def share_words(self, fields: tuple[str, str], rng: random.Random) -> None:
+        """Key the two ``fields`` by one of :data:`SHARED_WORDS`' pairs of the page's language, drawn from ``rng``."""
+        self.labels[fields[0]], self.labels[fields[1]] = rng.choice(SHARED_WORDS[fields][self.lang])
 
     def label(self, field: str) -> str:
         return self.labels[field] + (":" if self.colon else "")
