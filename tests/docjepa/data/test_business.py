@@ -2,6 +2,7 @@
 a family and a language held out whole."""
 
 import datetime
+import itertools
 import random
 import re
 from collections import Counter
@@ -9,8 +10,6 @@ from collections import Counter
 import pytest
 
 pytest.importorskip("faker")
-
-import itertools
 
 from docjepa.data.split import SplitConfig, layout_held_out
 from docjepa.data.synth import business
