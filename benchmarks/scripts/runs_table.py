@@ -153,15 +153,15 @@ def table(results: Path, section: Section) -> str:
     business = [r["scores"] for r in scored]
     foreign = [json.loads((results / f"foreign/{n}.json").read_text())["scores"]["by_generator"] for n in names]
     lines = ["| | " + " | ".join(runs) + " |", "|---|" + "---|" * len(runs)]
-    rows = [*BUSINESS, *((f"the {v}, word span", f"asks value: {v}", "words mIoU") for v in section.values)]
-    for heading, group, score in rows:
+    values = [(f"the {v}, word span", f"asks value: {v}", "words mIoU") for v in section.values]
+    for heading, group, score in [*BUSINESS, *values]:
         lines.append(row(f"business pages, {heading}, mIoU", (f"{b[group][score]:.3f}" for b in business)))
     answer = "`predict`'s answer" if section.calibrated else "the mask"
     lines.append(row(f"business pages, exact answers ({answer})", (f"{b['all']['model exact']:.0%}" for b in business)))
     if section.also is not None:
         suffix, pages = section.also
         also = [json.loads((results / f"business/{n}-{suffix}.json").read_text())["scores"] for n in names]
-        for heading, group, score in (r for r in rows if r[0] in ALSO or r in rows[len(BUSINESS) :]):
+        for heading, group, score in [*(r for r in BUSINESS if r[0] in ALSO), *values]:
             lines.append(row(f"{pages}, {heading}, mIoU", (f"{b[group][score]:.3f}" for b in also)))
         lines.append(row(f"{pages}, exact answers ({answer})", (f"{b['all']['model exact']:.0%}" for b in also)))
     for field in ("all fields", *FIELDS):
