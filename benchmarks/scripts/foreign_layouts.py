@@ -3,6 +3,8 @@
     python benchmarks/scripts/foreign_layouts.py [--per-generator 15] [--seed 0] [--docs runs/foreign]
         [--checkpoint shipped] [--threads 2] [--answer-path words|auto|mask]
         [--out benchmarks/results/docjepa/foreign/shipped.json] [--markdown docs/docjepa-extract.md]
+    python benchmarks/scripts/foreign_layouts.py --report benchmarks/results/docjepa/foreign/shipped.json
+        --markdown docs/docjepa-extract.md      # the docs table again, from a result file
 
 Generators (PyPI packages, the ``foreign`` extra): InvoiceGenerator 1.2.0 (BSD; a boxed two-column layout with its
 English, Czech and Brazilian-Portuguese labels, amounts and dates in the locale's format) and PyInvoice 0.1.7 (MIT;
@@ -291,8 +293,22 @@ def score(truth: dict, answers: dict[str, dict]) -> dict:
     return {"by_generator": table, "unlocated": unlocated}
 
 
+def wording(question: str) -> str:
+    """How fine-tuning on the business grammar with the default split meets ``question``: ``trained`` (one of the
+    grammar's wordings that the split keeps in training), ``held out`` (one of its wordings that the split keeps out:
+    about one in four, by a hash of the text) or ``new`` (none of its wordings)."""
+    from business_pages import field_names
+
+    from docjepa.data.split import SplitConfig, template_held_out
+
+    if question not in field_names():
+        return "new"
+    return "held out" if template_held_out(question, SplitConfig()) else "trained"
+
+
 def markdown(result: dict, command: str) -> str:
-    """The docs table: per field (all generators) and per generator (all fields), exact and IoU of both arms."""
+    """The docs table: per field (all generators; with how the grammar's training split meets its question,
+    :func:`wording`) and per generator (all fields), exact and IoU of both arms."""
     s = result["scores"]["by_generator"]
     speed = result["speed"]
     lines = [
@@ -301,15 +317,16 @@ def markdown(result: dict, command: str) -> str:
         f"{speed['pages_per_second']:.2f} pages/s with the 7 questions "
         f"({speed['pages_per_second_two_questions']:.2f} with 2: number and total).",
         "",
-        "| | questions | model exact | baseline exact | model IoU | baseline IoU |",
-        "|---|---|---|---|---|---|",
+        "| | grammar wording | questions | model exact | baseline exact | model IoU | baseline IoU |",
+        "|---|---|---|---|---|---|---|",
     ]
-    rows = [(f, s["all"][f]) for f in QUESTIONS if f in s["all"]]
-    rows += [(g, s[g]["all"]) for g in GENERATORS if g in s]
-    rows.append(("**all**", s["all"]["all"]))
-    for name, c in rows:
+    asked = result.get("questions", QUESTIONS)
+    rows = [(f, wording(asked[f]), s["all"][f]) for f in QUESTIONS if f in s["all"]]
+    rows += [(g, "", s[g]["all"]) for g in GENERATORS if g in s]
+    rows.append(("**all**", "", s["all"]["all"]))
+    for name, how, c in rows:
         lines.append(
-            f"| {name} | {c['questions']} | {c['model exact']:.0%} | {c['baseline exact']:.0%} | "
+            f"| {name} | {how} | {c['questions']} | {c['model exact']:.0%} | {c['baseline exact']:.0%} | "
             f"{c['model IoU']:.3f} | {c['baseline IoU']:.3f} |"
         )
     return "\n".join(lines)
@@ -327,7 +344,17 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/docjepa/foreign/shipped.json"))
     ap.add_argument("--markdown", type=Path, action="append", default=[])
     ap.add_argument("--keep-keys", action="store_true", help="leave keys in word answers (AnswerPolicy.drop_keys)")
+    ap.add_argument("--report", type=Path, help="write the --markdown table of this result file, without running")
     args = ap.parse_args(argv)
+    if args.report is not None:
+        result = json.loads(args.report.read_text())
+        table = markdown(result, result["command"])
+        from docsections import fill_section
+
+        for doc in args.markdown:
+            fill_section(doc, START, END, table)
+        print(table)
+        return result
     import torch
 
     torch.set_num_threads(args.threads)

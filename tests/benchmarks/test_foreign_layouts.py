@@ -65,3 +65,10 @@ def test_invoice_numbers_take_several_forms():
         "INV" in fl.invoice_number(rng) for _ in range(50)
     }
     assert forms == {True, False}
+
+
+def test_a_question_is_marked_by_how_the_grammar_training_meets_its_wording():
+    assert fl.wording("What is the due date?") == "trained"
+    assert fl.wording("What is the invoice date?") == "held out"  # a grammar wording the default split keeps out
+    assert fl.wording("What is the tax amount?") == "new"
+    assert {fl.wording(q) for q in fl.QUESTIONS.values()} == {"trained", "held out", "new"}
