@@ -1,6 +1,7 @@
 """The docs' tables that compare fine-tuned models differing in one setting (docs/docjepa-extract.md, "Where two words
 stand", "A value's key beside it", "Keys further away", "An address block's further lines", "A pass over the
-training questions", "Other numbers on the page" and "Keys worded alike"), from the runs' committed results:
+training questions", "Other numbers on the page", "Keys worded alike" and "Choosing within the calibration
+pages' noise"), from the runs' committed results:
 
     python benchmarks/scripts/runs_table.py --section relative-layout --markdown docs/docjepa-extract.md
     python benchmarks/scripts/runs_table.py --section key-neighbours --markdown docs/docjepa-extract.md
@@ -9,6 +10,7 @@ training questions", "Other numbers on the page" and "Keys worded alike"), from 
     python benchmarks/scripts/runs_table.py --section whole-pass --markdown docs/docjepa-extract.md
     python benchmarks/scripts/runs_table.py --section other-numbers --markdown docs/docjepa-extract.md
     python benchmarks/scripts/runs_table.py --section keys-alike --markdown docs/docjepa-extract.md
+    python benchmarks/scripts/runs_table.py --section within-noise --markdown docs/docjepa-extract.md
 
 Each run is scored by ``business_pages.py`` (``business/NAME.json``; on a section's further pages
 ``business/NAME-SUFFIX.json``), ``foreign_layouts.py`` (``foreign/NAME.json``) and, where the section has a cost
@@ -119,6 +121,17 @@ SECTIONS = {
             also=("alike", "business pages keying a third of their dates and totals alike"),
             values=("date", "due date", "tax", "total"),
         ),
+        Section(
+            "within-noise",
+            {
+                "other numbers, the best rule": ("numbers-2000", "numbers-2000"),
+                "other numbers, one standard error": ("numbers-2000-se", "numbers-2000-se"),
+                "keys worded alike, the best rule": ("alike-2000", "alike-2000"),
+                "keys worded alike, one standard error": ("alike-2000-se", "alike-2000-se"),
+            },
+            calibrated=True,
+            values=("date", "due date", "tax", "total"),
+        ),
     )
 }
 BUSINESS = (
@@ -173,6 +186,7 @@ def table(results: Path, section: Section) -> str:
         lines.append(row("real pages (structure questions), mIoU", (f"{real[n]['mIoU']:.3f}" for n in names)))
     if section.calibrated:
         lines.append(row("word span rule: span / line-break logit, further lines", map(_rule, scored)))
+        lines.append(row("path threshold (`predict` answers with the word span above it)", map(_threshold, scored)))
     if section.cost is not None:
         cost = json.loads((results / section.cost).read_text())["question_ms"]
         times = (cost[timed] for _, timed in runs.values())
@@ -190,6 +204,12 @@ def _rule(result: dict) -> str:
     far = result.get("far_logit")
     further = "–" if far is None else f"{result['line_gap']:g} heights above {far:g}"
     return f"{bar(result['span_logit'])} / {bar(result['line_logit'])}, {further}"
+
+
+def _threshold(result: dict) -> str:
+    """The path model's estimate above which a run's ``predict`` answered with the word span ("never": above 1)."""
+    t = result.get("words_threshold")
+    return "–" if t is None else ("never" if t > 1 else f"{t:g}")
 
 
 def main(argv: list[str] | None = None) -> str:

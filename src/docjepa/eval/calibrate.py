@@ -40,6 +40,9 @@ SPAN_RULES = tuple(
 """The ``(span_logit, line_logit, line_gap, far_logit)`` rules :func:`fit_span_rule` chooses among: each pair of
 thresholds without further lines (gap :data:`~docjepa.data.touching.LINE_GAP`, no far bar), and with each far gap
 and a far bar above both thresholds."""
+RULE_KEYS = ("span_logit", "line_logit", "line_gap", "far_logit")
+"""The names of a span rule's four settings, in order (as :class:`~docjepa.inference.calibration.Calibration` keeps
+them)."""
 
 
 def per_kind_miou(rows: list[dict], pick) -> float:
@@ -70,60 +73,88 @@ def miou_by_set(rows: list[dict]) -> dict[str, dict[float, float]]:
     return {name: {t: per_kind_miou(rs, auto_iou(t)) for t in WORDS_GRID} for name, rs in sets.items()}
 
 
-def fit_words_threshold(rows: list[dict]) -> tuple[float, dict[float, float]]:
+def standard_error(diff: np.ndarray, weights: np.ndarray) -> float:
+    """The standard error of ``weights @ diff`` (weights summing to 1), the per-question differences ``diff`` drawn
+    independently: √(Σ wᵢ² (dᵢ − d̄)²), d̄ the weighted mean."""
+    return float(np.sqrt(np.sum(weights**2 * (diff - weights @ diff) ** 2)))
+
+
+TIE = 1e-6
+"""Two means closer than this score alike."""
+
+
+def near_best(values: dict, weights: np.ndarray, within_noise: bool = False) -> list:
+    """The candidates (keys of ``values``: each one's per-question IoUs, weighed by ``weights``) whose mean ties with
+    the best one's (within :data:`TIE`), or with ``within_noise`` lies within one standard error of it, the error that
+    of their paired difference (:func:`standard_error`): those the calibration pages cannot tell from the best. On
+    a flat objective the best of a grid is the pages' noise; the callers choose among these by a fixed preference
+    (with ``within_noise``, the one-standard-error rule)."""
+    means = {c: float(weights @ v) for c, v in values.items()}
+    top = max(means, key=means.get)
+    return [
+        c
+        for c, v in values.items()
+        if means[top] - means[c] <= (standard_error(values[top] - v, weights) if within_noise else 0.0) + TIE
+    ]
+
+
+def no_worse_than_mask(rows: list[dict], threshold: float, within_noise: bool = False) -> bool:
+    """Whether ``auto`` at ``threshold`` reads every calibration set (a row's ``set``) no worse than the mask alone
+    (per-kind mIoU), or with ``within_noise`` worse by no more than one standard error of their difference there
+    (:func:`standard_error`)."""
+    sets: dict[str, list[dict]] = defaultdict(list)
+    for r in rows:
+        sets[r.get("set", "")].append(r)
+    for part in sets.values():
+        weights = balance(part)
+        diff = np.array([auto_iou(threshold)(r) - r["paths"]["mask"] for r in part])
+        if weights @ diff < -(standard_error(diff, weights) if within_noise else 0.0) - 1e-9:
+            return False
+    return True
+
+
+def fit_words_threshold(rows: list[dict], within_noise: bool = False) -> tuple[float, dict[float, float]]:
     """The threshold of :data:`WORDS_GRID` whose ``auto`` answers score the best per-kind mIoU on ``rows`` (ties: the
-    lower threshold) among those that score no worse than the mask alone on any calibration set (rows tagged with
-    their ``set``, as :func:`calibration_rows` gives them): a word span that helps on one kind of document (forms)
-    and hurts on another (manuals) is not taken for both. Returns it and the mIoU at each threshold."""
+    lower threshold; with ``within_noise``, the lowest within one standard error of the best, :func:`near_best`),
+    among those that read no calibration set worse than the mask alone (:func:`no_worse_than_mask`, with
+    ``within_noise`` by more than one standard error; rows tagged with their ``set``, as :func:`calibration_rows`
+    gives them): a word span that helps on one kind of document (forms) and hurts on another (manuals) is not taken
+    for both. Returns it and the mIoU at each threshold."""
     by = {t: per_kind_miou(rows, auto_iou(t)) for t in WORDS_GRID}
-    never = WORDS_GRID[-1]
-    sets = miou_by_set(rows).values()
-    allowed = [t for t in WORDS_GRID if all(m[t] >= m[never] - 1e-9 for m in sets)]
-    best = max(allowed, key=lambda t: (round(by[t], 6), -t))
-    return best, by
+    allowed = [t for t in WORDS_GRID if no_worse_than_mask(rows, t, within_noise)]
+    ious = {t: np.array([auto_iou(t)(r) for r in rows]) for t in allowed}
+    return min(near_best(ious, balance(rows), within_noise)), by
 
 
-def fit_span_rule(rows: list[dict]) -> tuple[tuple | None, dict[tuple, float]]:
+def fit_span_rule(rows: list[dict], within_noise: bool = False) -> tuple[tuple | None, dict[tuple, float]]:
     """The span rule (``(span_logit, line_logit, line_gap, far_logit)``) for the rows' ``spans`` (as
     ``evaluate(span_rules=...)`` gives them), and the rows' word-path IoU and path features set to those under it, so
     that the path model is fitted on the spans the model will answer with. Returns it (None: no row has spans, rows
     left as they are) and the per-kind mIoU of each rule, the mean over calibration sets.
 
-    The thresholds are those whose word spans, joining the nearest lines alone, score the best per-kind mIoU, the
-    mean over calibration sets (each set weighing alike; ties: the span threshold nearer to
-    :data:`~docjepa.inference.word_answer.WORD_LOGIT`, then no line-break bar, then the lower one). With them, the gap
-    and bar of further lines (or none) are those whose spans score the best mean IoU, every question of a set counting
-    alike and the sets weighing alike (ties: none, then the narrower gap and the higher bar): further lines make whole
-    the few address blocks that stop short, so they are not taken where they run the many values on into the next
-    key's."""
+    The thresholds are those whose word spans, joining the nearest lines alone, score the best per-kind mIoU (the
+    mean over calibration sets, each set weighing alike; ties: the span threshold nearest to
+    :data:`~docjepa.inference.word_answer.WORD_LOGIT`, then no line-break bar, then the lower one). With them, the
+    gap and bar of further lines (or none) whose spans score the best mean IoU, every question of a set counting
+    alike and the sets weighing alike (ties: none, then the narrower gap and the higher bar): further lines make
+    whole the few address blocks that stop short, so they are not taken where they run the many values on into the
+    next key's. With ``within_noise`` each step counts as ties the rules within one standard error of the best
+    (:func:`near_best`), so a rule is not taken for a difference the calibration pages cannot tell from their
+    noise (docs/docjepa-extract.md, "Choosing within the calibration pages' noise")."""
     from ..inference.word_answer import WORD_LOGIT
 
     spanned = [r for r in rows if r.get("spans")]
     if not spanned:
         return None, {}
-    sets: dict[str, list[dict]] = defaultdict(list)
-    for r in spanned:
-        sets[r.get("set", "")].append(r)
     grid = list(spanned[0]["spans"])
-    by = {
-        rule: float(
-            np.mean([per_kind_miou(rs, lambda r, rule=rule: r["spans"][rule]["words"]) for rs in sets.values()])
-        )
-        for rule in grid
-    }
-
-    def thresholds(rule: tuple) -> tuple:
-        t, line, _, _ = rule
-        return round(by[rule], 6), -abs(t - WORD_LOGIT), line is None, -(line or 0.0)
-
-    t, line, *_ = max((rule for rule in grid if rule[3] is None), key=thresholds)
-
-    def further(rule: tuple) -> tuple:
-        _, _, gap, far = rule
-        mean = np.mean([np.mean([r["spans"][rule]["words"] for r in rs]) for rs in sets.values()])
-        return round(float(mean), 6), far is None, -gap, far or 0.0
-
-    best = max((rule for rule in grid if rule[:2] == (t, line)), key=further)
+    ious = {rule: np.array([r["spans"][rule]["words"] for r in spanned]) for rule in grid}
+    per_kind = balance(spanned)
+    by = {rule: float(per_kind @ x) for rule, x in ious.items()}
+    first = near_best({rule: x for rule, x in ious.items() if rule[3] is None}, per_kind, within_noise)
+    t, line, *_ = max(first, key=lambda rule: (-abs(rule[0] - WORD_LOGIT), rule[1] is None, -(rule[1] or 0.0)))
+    per_question = balance([{"kind": "", "set": r.get("set", "")} for r in spanned])
+    further = near_best({rule: x for rule, x in ious.items() if rule[:2] == (t, line)}, per_question, within_noise)
+    best = max(further, key=lambda rule: (rule[3] is None, -rule[2], rule[3] or 0.0))
     for r in spanned:
         r["paths"] = r["paths"] | {"words": r["spans"][best]["words"]}
         r["path_features"] = r["spans"][best]["path_features"]
@@ -173,7 +204,12 @@ def calibration_rows(
 
 
 def calibrate(
-    checkpoint: Path, data: list[Path], threshold: float = 0.5, progress: bool = True, write: bool = True
+    checkpoint: Path,
+    data: list[Path],
+    threshold: float = 0.5,
+    progress: bool = True,
+    write: bool = True,
+    within_noise: bool = False,
 ) -> dict:
     """Score every question of ``data`` (pages the model was not trained on), fit an isotonic map from the chosen
     candidate's predicted IoU to its measured IoU, and, for a model with a word decoder, the confidence from which
@@ -181,7 +217,8 @@ def calibrate(
     estimate, :func:`fit_words_threshold`) with a map from the word decoder's confidence to the word answer's IoU;
     write ``calibration.json`` beside the model's weights (unless ``write`` is False), and return the maps with the
     reliability of the scores before and after on that data. The word span's rule (:func:`fit_span_rule`) is
-    chosen first, and the rest fitted on the spans it gives."""
+    chosen first, and the rest fitted on the spans it gives; ``within_noise``: both chosen by the one-standard-error
+    rule (:func:`fit_span_rule`, :func:`fit_words_threshold`)."""
     from ..inference.predictor import DocumentPredictor
     from ..modeling.files import SEGMENTATION, require_model
 
@@ -201,7 +238,7 @@ def calibrate(
         "calibration": {"knots": cal.knots, "values": cal.values, "threshold": threshold},
     }
     if words.any():  # the model has a word decoder: fit when its span answers, and what IoU it reaches then
-        rule, by_rule = fit_span_rule(rows)
+        rule, by_rule = fit_span_rule(rows, within_noise)
         cal.span_logit, cal.line_logit, gap, cal.far_logit = rule if rule else (None, None, None, None)
         cal.line_gap = gap if cal.far_logit is not None else None
         out["word_span"] = {
@@ -209,17 +246,17 @@ def calibrate(
             "line_logit": cal.line_logit,
             "line_gap": cal.line_gap,
             "far_logit": cal.far_logit,
-            "words_mIoU_by_rule": [
-                {"span_logit": t, "line_logit": line, "line_gap": gap, "far_logit": far, "mIoU": m}
-                for (t, line, gap, far), m in by_rule.items()
-            ],
+            "within_noise": within_noise,
+            "best_mIoU_rule": None if not by_rule else dict(zip(RULE_KEYS, max(by_rule, key=by_rule.get))),
+            "words_mIoU_by_rule": [dict(zip(RULE_KEYS, rule)) | {"mIoU": m} for rule, m in by_rule.items()],
         }
         cal.path_model = fit_paths(rows)
-        cal.words_threshold, by = fit_words_threshold(rows)
+        cal.words_threshold, by = fit_words_threshold(rows, within_noise)
         knots, values = isotonic(words, np.array([r["paths"]["words"] for r in rows]))
         cal.words_knots, cal.words_values = [float(v) for v in knots], [float(v) for v in values]
         out["answer_paths"] = {
             "words_threshold": cal.words_threshold,
+            "best_mIoU_threshold": max(by, key=by.get),
             "mIoU_by_threshold": by,
             "mIoU_by_set": miou_by_set(rows),
             "mask_mIoU": per_kind_miou(rows, lambda r: r["paths"]["mask"]),

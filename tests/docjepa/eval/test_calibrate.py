@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from docjepa.eval.calibrate import WORDS_GRID, fit_paths, fit_span_rule, fit_words_threshold
+from docjepa.eval.calibrate import WORDS_GRID, fit_paths, fit_span_rule, fit_words_threshold, miou_by_set
 
 
 def _rows(set_name: str, kinds: list[str], mask: float, words: float, conf: float, n: int, rng) -> list[dict]:
@@ -132,17 +132,22 @@ def test_further_lines_are_taken_where_the_questions_read_better_and_the_narrowe
     """Address blocks whose lines stand further apart than one word height read whole with further lines joining;
     a bar that also runs the more numerous values on into the next key's (keys 0.8 → 0.7) is not taken though the
     per-kind mean rises, one that reads the questions better on the whole is, and of rules that score alike the
-    narrower gap."""
+    narrower gap; within the pages' noise, the same with 60 keys and 10 blocks, but not with 6 and 1."""
     scores = {(1.0, None): (0.8, 0.4), (2.0, 2.0): (0.7, 0.8), (2.0, 4.0): (0.795, 0.65), (1.5, 4.0): (0.795, 0.65)}
     rows = [{"kind": kind, "paths": {"mask": 0.5, "words": 0.0},
              "spans": {(-1.0, 1.0, *rule): {"words": both[i], "path_features": [rule[0]] * 6}
                        for rule, both in scores.items()}}
-            for i, kind in [(0, "key")] * 6 + [(1, "field")]]  # fmt: skip
+            for i, kind in [(0, "key")] * 60 + [(1, "field")] * 10]  # fmt: skip
     best, by = fit_span_rule(rows)
     assert by[-1.0, 1.0, 2.0, 2.0] == max(by.values())  # the best per-kind mean, but 6 keys lose what 1 block gains
     assert best == (-1.0, 1.0, 1.5, 4.0) and by[best] == pytest.approx(0.7225)
-    assert [r["path_features"] for r in rows] == [[1.5] * 6] * 7
-    assert [r["paths"]["words"] for r in rows] == [0.795] * 6 + [0.65]
+    assert [r["path_features"] for r in rows] == [[1.5] * 6] * 70
+    assert [r["paths"]["words"] for r in rows] == [0.795] * 60 + [0.65] * 10
+    assert fit_span_rule(rows, within_noise=True)[0] == (-1.0, 1.0, 1.5, 4.0)
+    few = rows[:6] + rows[-1:]
+    assert fit_span_rule(few)[0] == (-1.0, 1.0, 1.5, 4.0)
+    # with 6 keys and 1 block the gain is within one standard error of the rule without further lines: none
+    assert fit_span_rule(few, within_noise=True)[0] == (-1.0, 1.0, 1.0, None)
     alike = [
         {
             "kind": "key",
@@ -162,3 +167,61 @@ def test_a_span_threshold_tie_keeps_the_default_and_rows_without_spans_are_left(
     assert fit_span_rule(flat)[0] == (-3.0, None, 1.0, None)
     bare = [{"kind": "key", "paths": {"mask": 0.5, "words": 0.3}}]
     assert fit_span_rule(bare) == (None, {}) and bare[0]["paths"]["words"] == 0.3
+
+
+def _noisy(effects: dict[float, float], n: int, rng) -> list[dict]:
+    """``n`` questions of two kinds in two sets whose word spans read 0.6 ± 0.25 (the question's difficulty, shared
+    by every rule) plus each span threshold's ``effects`` and ±0.05 of its own."""
+    rows = []
+    for i in range(n):
+        base = 0.6 + rng.uniform(-0.25, 0.25)
+        spans = {(t, None, 1.0, None): {"words": base + e + rng.uniform(-0.05, 0.05), "path_features": [t] * 6}
+                 for t, e in effects.items()}  # fmt: skip
+        rows.append({"kind": "ab"[i % 2], "set": "xy"[i // 2 % 2], "paths": {"mask": 0.5, "words": 0.0},
+                     "spans": spans})  # fmt: skip
+    return rows
+
+
+def test_within_the_noise_a_span_rule_the_pages_cannot_tell_from_the_best_gives_way_to_the_default():
+    """On a flat objective the best of the grid is the pages' noise: the rule nearest the default −3 is kept unless
+    another reads better by more than one standard error, which a real difference on as many questions does."""
+    rng = random.Random(5)
+    flat = _noisy({-5.0: 0.0, -3.0: 0.0, -1.0: 0.0, 1.0: -0.1}, 200, rng)
+    best, by = fit_span_rule(flat)
+    assert best == max(by, key=by.get) != (-3.0, None, 1.0, None)  # the noise makes another the best by its mean ...
+    assert fit_span_rule(flat, within_noise=True)[0] == (-3.0, None, 1.0, None)  # ... within it, the default stays
+    better = _noisy({-5.0: 0.0, -3.0: 0.0, -1.0: 0.03, 1.0: -0.1}, 200, rng)
+    assert fit_span_rule(better, within_noise=True)[0] == (-1.0, None, 1.0, None)
+
+
+def test_within_the_noise_the_path_threshold_is_the_lowest_the_pages_cannot_tell_from_the_best():
+    """Word spans that read as well as the mask on average at every confidence from 0.3 to 0.9, better above it and
+    worse below: the thresholds of that plateau differ by the pages' noise alone, which here puts 0.8 first; the
+    lowest of them is taken."""
+    rng = random.Random(0)
+    rows = []
+    for i in range(300):
+        conf = rng.uniform(0.0, 1.0)
+        words = 0.95 if conf > 0.9 else (0.6 + rng.uniform(-0.3, 0.3) if conf > 0.3 else 0.1)
+        rows.append({"kind": "ab"[i % 2], "set": "p", "paths": {"mask": 0.6, "words": words},
+                     "words_confidence": conf})  # fmt: skip
+    best, by = fit_words_threshold(rows, within_noise=True)
+    assert max(by, key=by.get) == 0.8 == fit_words_threshold(rows)[0]
+    assert best == 0.3 and by[0.2] < by[best] - 0.03
+
+
+def test_within_the_noise_a_set_that_reads_worse_by_its_noise_alone_does_not_veto_the_span():
+    """Manuals whose spans read as well as their masks but for noise (a mean loss of 0.005 against a spread of ±0.3
+    over 40 questions) let the forms' threshold stand; a loss of 0.2 vetoes it (as above)."""
+    rng = random.Random(7)
+    manuals = []
+    for i in range(40):
+        words = 0.6 + (0.3 if i % 2 else -0.3) - 0.005 + rng.uniform(-0.01, 0.01)
+        manuals.append({"kind": "section", "set": "manuals", "paths": {"mask": 0.6, "words": words},
+                        "words_confidence": 0.95})  # fmt: skip
+    rows = _forms(rng) + manuals
+    assert min(m[0.4] - m[WORDS_GRID[-1]] for m in miou_by_set(rows).values()) < 0  # worse on the manuals ...
+    assert fit_words_threshold(rows)[0] == WORDS_GRID[-1]  # vetoed for all ...
+    assert fit_words_threshold(rows, within_noise=True)[0] == 0.4  # ... but not within the noise
+    lost = [r | {"paths": {"mask": 0.6, "words": 0.4}} for r in manuals]
+    assert fit_words_threshold(_forms(rng) + lost, within_noise=True)[0] == WORDS_GRID[-1]

@@ -81,7 +81,12 @@ def cmd_calibrate(args: argparse.Namespace) -> None:
     from ...eval.calibrate import calibrate
 
     result = calibrate(
-        args.checkpoint, args.data, args.threshold, progress=not args.no_progress, write=not args.dry_run
+        args.checkpoint,
+        args.data,
+        args.threshold,
+        progress=not args.no_progress,
+        write=not args.dry_run,
+        within_noise=args.within_noise,
     )
     print(json.dumps(result, indent=1, allow_nan=False))
 
@@ -172,6 +177,12 @@ def _add_calibrate(sub: Any) -> None:
     c.add_argument("--data", type=Path, nargs="+", required=True, help="dataset folder(s) with questions")
     c.add_argument("--threshold", type=float, default=0.5, help="an answer is 'known' at calibrated IoU ≥ this")
     c.add_argument("--dry-run", action="store_true", help="report the fit without writing calibration.json")
+    c.add_argument(
+        "--within-noise",
+        action="store_true",
+        help="choose the word span's rule and the path threshold by the one-standard-error rule: the preferred "
+        "setting among those the pages cannot tell from the best (measured in docs/docjepa-extract.md)",
+    )
     c.add_argument("--no-progress", action="store_true")
     c.set_defaults(func=cmd_calibrate)
 
