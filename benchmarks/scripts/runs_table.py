@@ -1,7 +1,7 @@
 """The docs' tables that compare fine-tuned models differing in one setting (docs/docjepa-extract.md, "Where two words
 stand", "A value's key beside it", "Keys further away", "An address block's further lines", "A pass over the
-training questions", "Other numbers on the page", "Keys worded alike" and "Choosing within the calibration
-pages' noise"), from the runs' committed results:
+training questions", "Other numbers on the page", "Keys worded alike", "Choosing within the calibration pages' noise"
+and "Every wording in training"), from the runs' committed results:
 
     python benchmarks/scripts/runs_table.py --section relative-layout --markdown docs/docjepa-extract.md
     python benchmarks/scripts/runs_table.py --section key-neighbours --markdown docs/docjepa-extract.md
@@ -11,6 +11,7 @@ pages' noise"), from the runs' committed results:
     python benchmarks/scripts/runs_table.py --section other-numbers --markdown docs/docjepa-extract.md
     python benchmarks/scripts/runs_table.py --section keys-alike --markdown docs/docjepa-extract.md
     python benchmarks/scripts/runs_table.py --section within-noise --markdown docs/docjepa-extract.md
+    python benchmarks/scripts/runs_table.py --section all-wordings --markdown docs/docjepa-extract.md
 
 Each run is scored by ``business_pages.py`` (``business/NAME.json``; on a section's further pages
 ``business/NAME-SUFFIX.json``), ``foreign_layouts.py`` (``foreign/NAME.json``) and, where the section has a cost
@@ -128,6 +129,15 @@ SECTIONS = {
                 "other numbers, one standard error": ("numbers-2000-se", "numbers-2000-se"),
                 "keys worded alike, the best rule": ("alike-2000", "alike-2000"),
                 "keys worded alike, one standard error": ("alike-2000-se", "alike-2000-se"),
+            },
+            calibrated=True,
+            values=("date", "due date", "tax", "total"),
+        ),
+        Section(
+            "all-wordings",
+            {
+                "keys worded alike, a quarter of the wordings held out": ("alike-2000-se", "alike-2000-se"),
+                "keys worded alike, every wording trained": ("wordings-2000", "wordings-2000"),
             },
             calibrated=True,
             values=("date", "due date", "tax", "total"),
