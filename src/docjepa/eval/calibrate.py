@@ -119,11 +119,13 @@ def fit_words_threshold(rows: list[dict], within_noise: bool = False) -> tuple[f
     among those that read no calibration set worse than the mask alone (:func:`no_worse_than_mask`, with
     ``within_noise`` by more than one standard error; rows tagged with their ``set``, as :func:`calibration_rows`
     gives them): a word span that helps on one kind of document (forms) and hurts on another (manuals) is not taken
-    for both. Returns it and the mIoU at each threshold."""
+    for both. With ``within_noise`` the calibration sets also weigh alike in the mIoU it is chosen by, as in
+    :func:`fit_span_rule`. Returns it and the mIoU at each threshold (the sets' questions pooled)."""
     by = {t: per_kind_miou(rows, auto_iou(t)) for t in WORDS_GRID}
     allowed = [t for t in WORDS_GRID if no_worse_than_mask(rows, t, within_noise)]
     ious = {t: np.array([auto_iou(t)(r) for r in rows]) for t in allowed}
-    return min(near_best(ious, balance(rows), within_noise)), by
+    weights = balance(rows if within_noise else [{"kind": r["kind"]} for r in rows])
+    return min(near_best(ious, weights, within_noise)), by
 
 
 def fit_span_rule(rows: list[dict], within_noise: bool = False) -> tuple[tuple | None, dict[tuple, float]]:
