@@ -64,13 +64,18 @@ def auto_iou(threshold: float):
     return lambda r: r["paths"]["words"] if score_of(r) >= threshold else r["paths"]["mask"]
 
 
-def miou_by_set(rows: list[dict]) -> dict[str, dict[float, float]]:
-    """Per calibration set (a row's ``set``; "" when untagged), the per-kind mIoU at each threshold of
-    :data:`WORDS_GRID`."""
+def by_set(rows: list[dict]) -> dict[str, list[dict]]:
+    """The rows of each calibration set (a row's ``set``; "" when untagged)."""
     sets: dict[str, list[dict]] = defaultdict(list)
     for r in rows:
         sets[r.get("set", "")].append(r)
-    return {name: {t: per_kind_miou(rs, auto_iou(t)) for t in WORDS_GRID} for name, rs in sets.items()}
+    return sets
+
+
+def miou_by_set(rows: list[dict]) -> dict[str, dict[float, float]]:
+    """Per calibration set (a row's ``set``; "" when untagged), the per-kind mIoU at each threshold of
+    :data:`WORDS_GRID`."""
+    return {name: {t: per_kind_miou(rs, auto_iou(t)) for t in WORDS_GRID} for name, rs in by_set(rows).items()}
 
 
 def standard_error(diff: np.ndarray, weights: np.ndarray) -> float:
@@ -102,10 +107,7 @@ def no_worse_than_mask(rows: list[dict], threshold: float, within_noise: bool = 
     """Whether ``auto`` at ``threshold`` reads every calibration set (a row's ``set``) no worse than the mask alone
     (per-kind mIoU), or with ``within_noise`` worse by no more than one standard error of their difference there
     (:func:`standard_error`)."""
-    sets: dict[str, list[dict]] = defaultdict(list)
-    for r in rows:
-        sets[r.get("set", "")].append(r)
-    for part in sets.values():
+    for part in by_set(rows).values():
         weights = balance(part)
         diff = np.array([auto_iou(threshold)(r) - r["paths"]["mask"] for r in part])
         if weights @ diff < -(standard_error(diff, weights) if within_noise else 0.0) - 1e-9:
