@@ -1,7 +1,7 @@
 """The docs' tables that compare fine-tuned models differing in one setting (docs/docjepa-extract.md, "Where two words
 stand", "A value's key beside it", "Keys further away", "An address block's further lines", "A pass over the
-training questions", "Other numbers on the page", "Keys worded alike", "Choosing within the calibration pages' noise"
-and "Every wording in training"), from the runs' committed results:
+training questions", "Other numbers on the page", "Keys worded alike", "Choosing within the calibration pages' noise",
+"Every wording in training" and "The mean of a run's last checkpoints"), from the runs' committed results:
 
     python benchmarks/scripts/runs_table.py --section relative-layout --markdown docs/docjepa-extract.md
     python benchmarks/scripts/runs_table.py --section key-neighbours --markdown docs/docjepa-extract.md
@@ -12,6 +12,7 @@ and "Every wording in training"), from the runs' committed results:
     python benchmarks/scripts/runs_table.py --section keys-alike --markdown docs/docjepa-extract.md
     python benchmarks/scripts/runs_table.py --section within-noise --markdown docs/docjepa-extract.md
     python benchmarks/scripts/runs_table.py --section all-wordings --markdown docs/docjepa-extract.md
+    python benchmarks/scripts/runs_table.py --section averaged --markdown docs/docjepa-extract.md
 
 Each run is scored by ``business_pages.py`` (``business/NAME.json``; on a section's further pages
 ``business/NAME-SUFFIX.json``), ``foreign_layouts.py`` (``foreign/NAME.json``) and, where the section has a cost
@@ -138,6 +139,19 @@ SECTIONS = {
             {
                 "keys worded alike, a quarter of the wordings held out": ("alike-2000-se", "alike-2000-se"),
                 "keys worded alike, every wording trained": ("wordings-2000", "wordings-2000"),
+            },
+            calibrated=True,
+            values=("date", "due date", "tax", "total"),
+        ),
+        Section(
+            "averaged",
+            {
+                "first run, the last checkpoint": ("alike-2000", "alike-2000"),
+                "second run, the last checkpoint": ("alike-2000-rerun", "alike-2000-rerun"),
+                "second run, the mean of its second half's checkpoints": (
+                    "alike-2000-rerun-avg",
+                    "alike-2000-rerun-avg",
+                ),
             },
             calibrated=True,
             values=("date", "due date", "tax", "total"),

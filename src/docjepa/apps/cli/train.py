@@ -1,5 +1,5 @@
-"""``docjepa``: the training and scoring commands (pretrain, pretrain-clip, finetune, text-encoder, evaluate,
-calibrate)."""
+"""``docjepa``: the training and scoring commands (pretrain, pretrain-clip, finetune, text-encoder, average,
+evaluate, calibrate)."""
 
 from __future__ import annotations
 
@@ -89,6 +89,12 @@ def cmd_calibrate(args: argparse.Namespace) -> None:
         within_noise=args.within_noise,
     )
     print(json.dumps(result, indent=1, allow_nan=False))
+
+
+def cmd_average(args: argparse.Namespace) -> None:
+    from ...train.average import average_checkpoints
+
+    print(json.dumps(average_checkpoints(args.run, args.out, args.last, args.from_step), indent=1))
 
 
 def _add_training(sub: Any) -> None:
@@ -187,8 +193,22 @@ def _add_calibrate(sub: Any) -> None:
     c.set_defaults(func=cmd_calibrate)
 
 
+def _add_average(sub: Any) -> None:
+    a = sub.add_parser(
+        "average",
+        help="one model whose weights are the mean of a run's checkpoints (by default those of its second half; "
+        "train with --run.keep_checkpoints=N to keep them)",
+    )
+    a.add_argument("run", type=Path, help="training run folder (its checkpoints/)")
+    a.add_argument("--out", type=Path, required=True, help="new model folder for the averaged model")
+    a.add_argument("--last", type=int_at_least(2), default=None, help="average the newest N checkpoints")
+    a.add_argument("--from-step", type=int_at_least(0), default=None, help="average the checkpoints from this step")
+    a.set_defaults(func=cmd_average)
+
+
 def add_parsers(sub: Any) -> None:
     """Add this module's commands to the ``docjepa`` subparsers."""
     _add_training(sub)
+    _add_average(sub)
     _add_evaluate(sub)
     _add_calibrate(sub)
