@@ -6,10 +6,11 @@ that touch one another on the page around the most likely word: :func:`word_span
 word the decoder does not rule out (the model's span threshold, by default :data:`WORD_LOGIT`) that sits beside a
 word already taken, on its line or on the line above or below (:func:`touching`); across a line break only a word
 the decoder marks more firmly (the model's line threshold, where its calibration chose one), and from a line further
-away (an address block's) one that clears the far bar its calibration chose, if any. Touching, not reading
-order, joins them, so a block in one column of a two-column page is one answer, and an answer is never a scatter of
-words over the page. A region answer (a table, a paragraph, a checkbox) stays the mask decoder's. :func:`choose_path`
-decides per question which of the two is the answer.
+away (an address block's) one that clears the far bar its calibration chose, if any; never from one line to another
+when each is opened by a key of its own (:func:`keyed`: "Date: …" over "Due date: …" are two values). Touching, not
+reading order, joins them, so a block in one column of a two-column page is one answer, and an answer is never a
+scatter of words over the page. A region answer (a table, a paragraph, a checkbox) stays the mask decoder's.
+:func:`choose_path` decides per question which of the two is the answer.
 """
 
 from __future__ import annotations
@@ -66,7 +67,9 @@ def word_span(
     ``far_threshold``, a word on a line up to ``line_gap`` heights away joins too when its logit exceeds that bar:
     OCR boxes hug the ink, so the lines of an address of short words ("rue", "75183") stand further apart than their
     boxes are high, while a value stacked under another key's value stands as near; a model's calibration chooses
-    both, and a bar high enough to leave the stacked value out. Empty when no word has a logit."""
+    both, and a bar high enough to leave the stacked value out. Two words on two lines never join when each stands in
+    a value its own line's key opens (:func:`keyed`): a value stacked under another key's value is another value.
+    Empty when no word has a logit."""
     return word_spans(logits, page, [(threshold, line_threshold, line_gap, far_threshold)])[0]
 
 
@@ -78,20 +81,47 @@ def word_spans(logits: torch.Tensor, page: Page, rules: list[tuple]) -> list[lis
     values = logits.detach().float().cpu().numpy()
     best = int(values.argmax())
     shared: dict = {}
+    opened = keyed(page, np.arange(len(page.words)))
     out = []
     for threshold, line_threshold, line_gap, far_threshold in rules:
         if threshold not in shared:
             likely = np.union1d(np.flatnonzero(values > threshold), [best])  # the best word always
             boxes = torch.tensor(np.array([page.words[i].box for i in likely], dtype=np.float64).reshape(-1, 4))
-            shared[threshold] = likely, boxes, _touching(boxes).numpy(), one_line(boxes).numpy(), {}
-        likely, boxes, near, same, far_touching = shared[threshold]
+            apart = opened[likely][:, None] & opened[likely][None, :]
+            shared[threshold] = likely, boxes, _touching(boxes).numpy(), one_line(boxes).numpy(), apart, {}
+        likely, boxes, near, same, apart, far_touching = shared[threshold]
         if line_threshold is not None and line_threshold > threshold:
             near = near & (same | (values[likely] > line_threshold)[None, :])
         if far_threshold is not None and line_gap > LINE_GAP:
             if line_gap not in far_touching:
                 far_touching[line_gap] = _touching(boxes, ROW_GAP, line_gap).numpy()
             near = near | (far_touching[line_gap] & (values[likely] > far_threshold)[None, :])
-        out.append(_grow(near, likely == best, likely))
+        out.append(_grow(near & (same | ~apart), likely == best, likely))
+    return out
+
+
+def keyed(page: Page, ids) -> np.ndarray:
+    """(K,) bool: whether each word ``ids`` stands in a value that a key opens on its own line: walking left from
+    it along its line, over gaps of at most :data:`~docjepa.data.touching.ROW_GAP` word heights, a word ending in
+    ":" comes before the walk stops ("2024" of "Due date: 5 Aug 2024"; not a key's own words, nor a word of an
+    address line under "Address: …")."""
+    words = page.words
+    if not len(ids):
+        return np.zeros(0, dtype=bool)
+    boxes = torch.tensor(np.array([w.box for w in words], dtype=np.float64).reshape(-1, 4))
+    same = one_line(boxes).numpy()
+    x0, x1, h = boxes[:, 0].numpy(), boxes[:, 2].numpy(), (boxes[:, 3] - boxes[:, 1]).clamp(min=1.0).numpy()
+    out = np.zeros(len(ids), dtype=bool)
+    for n, j in enumerate(ids):
+        left = [k for k in np.flatnonzero(same[j]) if k != j and x1[k] <= x0[j] + 0.5 * h[j]]
+        edge = x0[j]
+        for k in sorted(left, key=lambda k: -x1[k]):
+            if edge - x1[k] > ROW_GAP * h[j]:
+                break
+            if words[k].text.endswith(":"):
+                out[n] = True
+                break
+            edge = min(edge, x0[k])
     return out
 
 

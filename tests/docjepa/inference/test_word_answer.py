@@ -8,6 +8,7 @@ from docjepa.data.record import Page, Word
 from docjepa.inference.word_answer import (
     ANSWER_PATHS,
     choose_path,
+    keyed,
     span_confidence,
     touching,
     without_keys,
@@ -105,6 +106,47 @@ def test_a_line_break_needs_the_line_threshold_and_a_line_the_span_threshold():
     assert word_span(torch.tensor([0.5, 1.0, 5.0, 0.5, 3.0, -5.0, -5.0]), page, line_threshold=2.0) == [0, 1, 2, 3, 4]
     # On one line the low bar stays: word 1 (logit 1) joins though it is under the line threshold.
     assert word_span(torch.tensor([-5.0, 1.0, 5.0, -5.0, -5.0, -5.0, -5.0]), page, line_threshold=4.0) == [1, 2]
+
+
+def _stacked(colon: str = ":") -> Page:
+    """A date keyed over a due date, an address keyed on its first line, and a note in another column."""
+    words = [
+        (f"Date{colon}", (10, 10, 45, 22)),  # 0
+        ("6", (50, 10, 58, 22)),  # 1
+        ("Jul", (62, 10, 85, 22)),  # 2
+        ("2024", (90, 10, 120, 22)),  # 3
+        ("Due", (10, 26, 35, 38)),  # 4: the next line, 4 px below
+        (f"date{colon}", (38, 26, 70, 38)),  # 5
+        ("5", (75, 26, 83, 38)),  # 6: under "Jul"
+        ("Aug", (87, 26, 110, 38)),  # 7
+        ("2024", (114, 26, 144, 38)),  # 8
+        (f"Address{colon}", (10, 80, 60, 92)),  # 9
+        ("12", (65, 80, 80, 92)),  # 10
+        ("Elm", (84, 80, 110, 92)),  # 11
+        ("Paris", (65, 96, 100, 108)),  # 12: the address's second line, under "12"
+        ("Notes", (300, 10, 340, 22)),  # 13: another column of line 1
+    ]
+    return Page("z", 0, 400, 120, b"", [Word(t, b) for t, b in words], "t")
+
+
+def test_two_lines_each_opened_by_a_key_of_its_own_are_two_values():
+    page = _stacked()
+    opened = [1, 2, 3, 6, 7, 8, 10, 11]  # not the keys, nor "Paris" under the address's key, nor the other column
+    assert np.flatnonzero(keyed(page, np.arange(14))).tolist() == opened
+    assert keyed(page, np.array([], dtype=int)).tolist() == []
+    logits = torch.full((14,), 5.0)
+    logits[[0, 4, 5, 9, 13]] = -5.0
+    date, due = logits.clone(), logits.clone()
+    date[1], due[6] = 6.0, 6.0
+    assert word_span(date, page) == [1, 2, 3]  # "6 Jul 2024", not the due date stacked under it
+    assert word_span(due, page) == [6, 7, 8]
+    address = logits.clone()
+    address[10] = 6.0
+    assert word_span(address, page) == [10, 11, 12]  # a key's value on two lines stays one value
+    # Without the keys' colons nothing tells the two dates apart: the span takes both, as touching words.
+    assert word_span(date, _stacked(colon="")) == [1, 2, 3, 6, 7, 8]
+    rules = [(0.0, None, 1.0, None), (0.0, 1.0, 2.0, 2.0)]
+    assert word_spans(date, page, rules) == [[1, 2, 3]] * 2
 
 
 def test_a_word_answer_leaves_out_the_key_before_its_value():
