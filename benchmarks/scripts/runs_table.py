@@ -1,8 +1,8 @@
 """The docs' tables that compare fine-tuned models differing in one setting (docs/docjepa-extract.md, "Where two words
 stand", "A value's key beside it", "Keys further away", "An address block's further lines", "A pass over the
 training questions", "Other numbers on the page", "Keys worded alike", "Choosing within the calibration pages' noise",
-"Every wording in training", "The mean of a run's last checkpoints" and "Two values keyed on stacked lines"), from
-the runs' committed results:
+"Every wording in training", "The mean of a run's last checkpoints", "Two values keyed on stacked lines" and "A
+keyed value from its key"), from the runs' committed results:
 
     python benchmarks/scripts/runs_table.py --section relative-layout --markdown docs/docjepa-extract.md
     python benchmarks/scripts/runs_table.py --section key-neighbours --markdown docs/docjepa-extract.md
@@ -15,6 +15,7 @@ the runs' committed results:
     python benchmarks/scripts/runs_table.py --section all-wordings --markdown docs/docjepa-extract.md
     python benchmarks/scripts/runs_table.py --section averaged --markdown docs/docjepa-extract.md
     python benchmarks/scripts/runs_table.py --section keyed-lines --markdown docs/docjepa-extract.md
+    python benchmarks/scripts/runs_table.py --section key-to-value --markdown docs/docjepa-extract.md
 
 Each run is scored by ``business_pages.py`` (``business/NAME.json``; on a section's further pages
 ``business/NAME-SUFFIX.json``), ``foreign_layouts.py`` (``foreign/NAME.json``) and, where the section has a cost
@@ -164,6 +165,17 @@ SECTIONS = {
                 "second run, stacked keyed lines joined": ("alike-2000-rerun", "alike-2000-rerun"),
                 "second run, kept apart": ("alike-2000-rerun-keyed", "alike-2000-rerun-keyed"),
                 "seed 1, kept apart": ("alike-2000-seed1", "alike-2000-seed1"),
+            },
+            calibrated=True,
+            values=("date", "due date", "tax", "total"),
+        ),
+        Section(
+            "key-to-value",
+            {
+                "second run, from the most likely word": ("alike-2000-rerun-keyed", "alike-2000-rerun-keyed"),
+                "second run, from the key": ("alike-2000-rerun-fill", "alike-2000-rerun-fill"),
+                "seed 1, from the most likely word": ("alike-2000-seed1", "alike-2000-seed1"),
+                "seed 1, from the key": ("alike-2000-seed1-fill", "alike-2000-seed1-fill"),
             },
             calibrated=True,
             values=("date", "due date", "tax", "total"),

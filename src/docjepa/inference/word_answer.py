@@ -7,7 +7,8 @@ word the decoder does not rule out (the model's span threshold, by default :data
 word already taken, on its line or on the line above or below (:func:`touching`); across a line break only a word
 the decoder marks more firmly (the model's line threshold, where its calibration chose one), and from a line further
 away (an address block's) one that clears the far bar its calibration chose, if any; never from one line to another
-when each is opened by a key of its own (:func:`keyed`: "Date: …" over "Due date: …" are two values). Touching, not
+when each is opened by a key of its own (:func:`keyed`: "Date: …" over "Due date: …" are two values); and from the
+key that opens the most likely word's value on its line, every word up to it. Touching, not
 reading order, joins them, so a block in one column of a two-column page is one answer, and an answer is never a
 scatter of words over the page. A region answer (a table, a paragraph, a checkbox) stays the mask decoder's.
 :func:`choose_path` decides per question which of the two is the answer.
@@ -69,7 +70,10 @@ def word_span(
     boxes are high, while a value stacked under another key's value stands as near; a model's calibration chooses
     both, and a bar high enough to leave the stacked value out. Two words on two lines never join when each stands in
     a value its own line's key opens (:func:`keyed`): a value stacked under another key's value is another value.
-    Empty when no word has a logit."""
+    When a key opens the most likely word's value on its line, the words between the key and that word join too if
+    the decoder does not rule any of them out (:data:`WORD_LOGIT`, or ``threshold`` where lower): the decoder often
+    marks the last word of "7. 3. 2025" or "12 March 2025" firmly and the first ones less, and a value cut at its
+    start reads another value ("3. 2025"). Empty when no word has a logit."""
     return word_spans(logits, page, [(threshold, line_threshold, line_gap, far_threshold)])[0]
 
 
@@ -81,7 +85,9 @@ def word_spans(logits: torch.Tensor, page: Page, rules: list[tuple]) -> list[lis
     values = logits.detach().float().cpu().numpy()
     best = int(values.argmax())
     shared: dict = {}
-    opened = keyed(page, np.arange(len(page.words)))
+    lines = _Lines(page)
+    opened = np.array([lines.walk_left(j)[1] for j in range(len(page.words))], dtype=bool)
+    before, by_key = lines.walk_left(best)  # the words between the key opening the best word's value and it
     out = []
     for threshold, line_threshold, line_gap, far_threshold in rules:
         if threshold not in shared:
@@ -96,7 +102,9 @@ def word_spans(logits: torch.Tensor, page: Page, rules: list[tuple]) -> list[lis
             if line_gap not in far_touching:
                 far_touching[line_gap] = _touching(boxes, ROW_GAP, line_gap).numpy()
             near = near | (far_touching[line_gap] & (values[likely] > far_threshold)[None, :])
-        out.append(_grow(near & (same | ~apart), likely == best, likely))
+        span = _grow(near & (same | ~apart), likely == best, likely)
+        fill = before if by_key and all(values[k] > min(threshold, WORD_LOGIT) for k in before) else []
+        out.append(sorted(set(span) | set(fill)))
     return out
 
 
@@ -105,24 +113,35 @@ def keyed(page: Page, ids) -> np.ndarray:
     it along its line, over gaps of at most :data:`~docjepa.data.touching.ROW_GAP` word heights, a word ending in
     ":" comes before the walk stops ("2024" of "Due date: 5 Aug 2024"; not a key's own words, nor a word of an
     address line under "Address: …")."""
-    words = page.words
     if not len(ids):
         return np.zeros(0, dtype=bool)
-    boxes = torch.tensor(np.array([w.box for w in words], dtype=np.float64).reshape(-1, 4))
-    same = one_line(boxes).numpy()
-    x0, x1, h = boxes[:, 0].numpy(), boxes[:, 2].numpy(), (boxes[:, 3] - boxes[:, 1]).clamp(min=1.0).numpy()
-    out = np.zeros(len(ids), dtype=bool)
-    for n, j in enumerate(ids):
-        left = [k for k in np.flatnonzero(same[j]) if k != j and x1[k] <= x0[j] + 0.5 * h[j]]
-        edge = x0[j]
-        for k in sorted(left, key=lambda k: -x1[k]):
-            if edge - x1[k] > ROW_GAP * h[j]:
+    lines = _Lines(page)
+    return np.array([lines.walk_left(int(j))[1] for j in ids], dtype=bool)
+
+
+class _Lines:
+    """A page's words by line, for walking left along a line (:func:`keyed`, :func:`word_spans`)."""
+
+    def __init__(self, page: Page) -> None:
+        self.words = page.words
+        boxes = torch.tensor(np.array([w.box for w in page.words], dtype=np.float64).reshape(-1, 4))
+        self.same = one_line(boxes).numpy()
+        self.x0, self.x1 = boxes[:, 0].numpy(), boxes[:, 2].numpy()
+        self.h = (boxes[:, 3] - boxes[:, 1]).clamp(min=1.0).numpy()
+
+    def walk_left(self, j: int) -> tuple[list[int], bool]:
+        """The words passed walking left from word ``j`` along its line, over gaps of at most ``ROW_GAP`` of its
+        height, up to a word ending in ":" (not included), and whether the walk ended at one."""
+        left = [k for k in np.flatnonzero(self.same[j]) if k != j and self.x1[k] <= self.x0[j] + 0.5 * self.h[j]]
+        edge, passed = self.x0[j], []
+        for k in sorted(left, key=lambda k: -self.x1[k]):
+            if edge - self.x1[k] > ROW_GAP * self.h[j]:
                 break
-            if words[k].text.endswith(":"):
-                out[n] = True
-                break
-            edge = min(edge, x0[k])
-    return out
+            if self.words[k].text.endswith(":"):
+                return passed, True
+            passed.append(int(k))
+            edge = min(edge, self.x0[k])
+        return passed, False
 
 
 def _grow(near: np.ndarray, taken: np.ndarray, likely: np.ndarray) -> list[int]:

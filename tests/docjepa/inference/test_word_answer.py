@@ -149,6 +149,29 @@ def test_two_lines_each_opened_by_a_key_of_its_own_are_two_values():
     assert word_spans(date, page, rules) == [[1, 2, 3]] * 2
 
 
+def test_a_keyed_value_runs_from_its_key_to_its_most_likely_word():
+    """The decoder marks the last word of "5 Aug 2024" firmly and the first less: the words between the key and the
+    most likely word join when the decoder does not rule them out, even below the span's own bar."""
+    page = _stacked()
+    logits = torch.full((14,), -8.0)
+    logits[[6, 7, 8]] = torch.tensor([-2.0, -0.5, 6.0])  # "5" under the bar 0, "Aug" too; "2024" firm
+    assert word_span(logits, page, threshold=0.0) == [6, 7, 8]
+    assert word_span(logits, page, threshold=-1.0) == [6, 7, 8]
+    # Only up to the most likely word: a word after it still needs the bar.
+    after = logits.clone()
+    after[[6, 7, 8]] = torch.tensor([-2.0, 6.0, -0.5])
+    assert word_span(after, page, threshold=0.0) == [6, 7]
+    # A word the decoder rules out (below WORD_LOGIT and the bar) between them: no fill at all.
+    out = logits.clone()
+    out[6] = -4.0
+    assert word_span(out, page, threshold=0.0) == [8]
+    assert word_span(out, page, threshold=-5.0) == [6, 7, 8]  # under a lower bar it joins as usual
+    # No key on the line: nothing fills; the span's bar alone decides.
+    assert word_span(logits, _stacked(colon=""), threshold=0.0) == [8]
+    rules = [(0.0, None, 1.0, None), (3.0, 4.0, 2.0, 5.0)]
+    assert word_spans(logits, page, rules) == [[6, 7, 8]] * 2
+
+
 def test_a_word_answer_leaves_out_the_key_before_its_value():
     page = _page()
     assert without_keys([0, 1, 2], page) == [2]  # "Invoice number: INV-0042" → the value
