@@ -41,8 +41,8 @@ class SegModelConfig:
     """Size preset, used when starting from scratch."""
     init: str = ""
     """Pre-training run / checkpoint / model folder to take the backbone (or a whole segmentation model) from, or
-    ``shipped``: the model shipped in the package, written into ``OUT/init`` first (a module it has, such as its
-    page reader, must stay on)."""
+    ``shipped``: the model shipped in the package, written into ``OUT/init`` first (with the modules it has, such as
+    its page reader and joint layers, where the config leaves them out)."""
     question_tower: str = ""
     """Question tower: a local CLIP folder (``docjepa pretrain-clip`` output, or a user's CLIP checkpoint), any
     local pre-trained text-encoder folder, or ``packaged`` (the sentence encoder of the ``lang`` extra); empty: an
@@ -179,14 +179,25 @@ def question_tokenizer_for(tower_dir: str, fallback):
 
 
 def start_from_shipped(cfg: FinetuneConfig, out: Path) -> Path:
-    """The shipped model as a model folder under ``out/init`` (:func:`shipped_checkpoint`), refused with one line when
-    ``cfg`` leaves out a module it has (:data:`~docjepa.modeling.shipped.ARCHITECTURE`)."""
+    """The shipped model as a model folder under ``out/init`` (:func:`shipped_checkpoint`). Each module it has that
+    ``cfg`` leaves out (:data:`~docjepa.modeling.shipped.ARCHITECTURE`) is switched on in ``cfg.model`` as the
+    shipped model has it, with its key paths, and told; another number of joint layers than it has is refused (their
+    trained weights would not fit)."""
     from ..modeling.shipped import ARCHITECTURE, shipped_checkpoint, shipped_dir
 
     shipped = DocJepaConfig.from_pretrained(shipped_dir())
-    dropped = [f"model.{k}=true" for k in ARCHITECTURE if getattr(shipped, k, False) and not getattr(cfg.model, k)]
-    if dropped:
-        raise ConfigError(f"model.init=shipped: the shipped model has {', '.join(dropped)}; keep it so")
+    taken = []
+    for key in ARCHITECTURE:
+        have, want = getattr(shipped, key, False), getattr(cfg.model, key)
+        if have and not want:
+            setattr(cfg.model, key, have)
+            taken.append(f"model.{key}={str(have).lower()}")
+        elif have and want != have:
+            raise ConfigError(f"model.init=shipped: the shipped model has model.{key}={have}, not {want}; keep it so")
+    if "model.key_neighbours=true" in taken:
+        cfg.model.key_paths = list(getattr(shipped, "key_paths", PATHS))
+    if taken:
+        log.info("model.init=shipped: %s, as the shipped model has them", ", ".join(taken))
     return shipped_checkpoint(out / "init")
 
 

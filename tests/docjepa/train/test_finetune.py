@@ -45,10 +45,24 @@ def test_fine_tuning_starts_from_the_shipped_model_and_trains_on(docs, tmp_path)
 
 
 @needs_shipped
-def test_a_run_from_the_shipped_model_must_build_its_modules(docs, tmp_path):
+def test_a_run_from_the_shipped_model_builds_its_modules(docs, tmp_path, caplog):
+    """A config that leaves out a module the shipped model has gets it, as the shipped model has it (told), so no
+    trained weight is dropped; another number of joint layers is refused."""
+    from docjepa.modeling import DocJepaConfig
+    from docjepa.modeling.shipped import ARCHITECTURE
+
+    shipped = DocJepaConfig.from_pretrained(shipped_dir())
     cfg = _config(docs, "--model.page_reader=false")
-    with pytest.raises(ConfigError, match=r"has model\.page_reader=true"):
+    with caplog.at_level("INFO", "docjepa.train"):
         FinetuneTask(cfg).build(tmp_path / "run", None)
+    assert cfg.model.page_reader and "model.page_reader=true" in caplog.text
+    for key in ARCHITECTURE:
+        if getattr(shipped, key, False):
+            assert getattr(cfg.model, key) == getattr(shipped, key), key
+    if shipped.joint_layers:
+        cfg = _config(docs, f"--model.joint_layers={shipped.joint_layers + 1}")
+        with pytest.raises(ConfigError, match=rf"has model\.joint_layers={shipped.joint_layers}, not"):
+            FinetuneTask(cfg).build(tmp_path / "run2", None)
 
 
 def test_key_paths_are_checked_and_a_change_from_the_initial_models_is_told(caplog):
