@@ -59,10 +59,10 @@ def test_a_run_from_the_shipped_model_builds_its_modules(docs, tmp_path, caplog)
     for key in ARCHITECTURE:
         if getattr(shipped, key, False):
             assert getattr(cfg.model, key) == getattr(shipped, key), key
-    if shipped.joint_layers:
-        cfg = _config(docs, f"--model.joint_layers={shipped.joint_layers + 1}")
-        with pytest.raises(ConfigError, match=rf"has model\.joint_layers={shipped.joint_layers}, not"):
-            FinetuneTask(cfg).build(tmp_path / "run2", None)
+    assert shipped.joint_layers  # the shipped model reads the question with the page
+    cfg = _config(docs, f"--model.joint_layers={shipped.joint_layers + 1}")
+    with pytest.raises(ConfigError, match=rf"has model\.joint_layers={shipped.joint_layers}, not"):
+        FinetuneTask(cfg).build(tmp_path / "run2", None)
 
 
 def test_key_paths_are_checked_and_a_change_from_the_initial_models_is_told(caplog):
