@@ -56,6 +56,19 @@ def recipe_text(card: dict, commits: bool = True) -> str:
     return ", then ".join(f"`{s['command']}`" + (f" at commit `{s['commit'][:10]}`" if commits else "") for s in steps)
 
 
+def foreign_text(result_path: Path) -> str:
+    """The shipped model on invoices other software laid out, for the front paragraph: from ``foreign/shipped.json``
+    beside the result's folder (``foreign_layouts.py --checkpoint shipped``), or "" when there is none."""
+    path = result_path.parent.parent / "foreign" / "shipped.json"
+    if not path.is_file():
+        return ""
+    score = json.loads(path.read_text())["scores"]["by_generator"]["all"]["all"]
+    return (
+        f"; on invoices other software laid out, {score['model exact']:.0%} of {score['questions']} answers exact "
+        f"(baseline {score['baseline exact']:.0%}; [docs](docs/docjepa-extract.md#layouts-this-project-did-not-design))"
+    )
+
+
 def report(result_path: Path, markdown: list[Path], front: list[Path]) -> str:
     """The shipped model's section (its card, per-kind real-page scores, load and answer times) from the
     measured JSON and the card in the package; filled into ``markdown`` files and, as one paragraph, ``front``."""
@@ -110,7 +123,8 @@ def report(result_path: Path, markdown: list[Path], front: list[Path]) -> str:
     front_body = (
         f"The shipped model ({card['weights']['bytes'] / 2**20:.1f} MiB, trained by {made}): "
         f"real pages {real['shipped']['mIoU']:.3f} mIoU (baseline {real['baseline']['mIoU']:.3f}), held-out synthetic "
-        f"{held['shipped']['mIoU']:.3f} (baseline {held['baseline']['mIoU']:.3f}); it loads in "
+        f"{held['shipped']['mIoU']:.3f} (baseline {held['baseline']['mIoU']:.3f})"
+        f"{foreign_text(result_path)}; it loads in "
         f"{load['median']:.1f} s once torch and transformers are imported, reads and answers a new PDF page in "
         f"{page['median']:.2f} s and a further question in {q['median']:.0f} ms "
         "([docs](docs/docjepa-real.md#the-shipped-model))."
