@@ -186,6 +186,7 @@ SECTIONS = {
             {
                 "calibrated on business and real pages": ("alike-2000-rerun-fill", "alike-2000-rerun-fill"),
                 "also on the first recipe's pages (shipped)": ("alike-2000-rerun-ship", "alike-2000-rerun-ship"),
+                "seed 2, the same recipe and calibration": ("alike-2000-seed2", "alike-2000-seed2"),
             },
             calibrated=True,
             values=("date", "due date", "tax", "total"),
