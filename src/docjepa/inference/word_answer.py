@@ -86,7 +86,7 @@ def word_spans(logits: torch.Tensor, page: Page, rules: list[tuple]) -> list[lis
     best = int(values.argmax())
     shared: dict = {}
     lines = _Lines(page)
-    opened = np.array([lines.walk_left(j)[1] for j in range(len(page.words))], dtype=bool)
+    opened = lines.opened(range(len(page.words)))
     before, by_key = lines.walk_left(best)  # the words between the key opening the best word's value and it
     out = []
     for threshold, line_threshold, line_gap, far_threshold in rules:
@@ -113,10 +113,7 @@ def keyed(page: Page, ids) -> np.ndarray:
     it along its line, over gaps of at most :data:`~docjepa.data.touching.ROW_GAP` word heights, a word ending in
     ":" comes before the walk stops ("2024" of "Due date: 5 Aug 2024"; not a key's own words, nor a word of an
     address line under "Address: …")."""
-    if not len(ids):
-        return np.zeros(0, dtype=bool)
-    lines = _Lines(page)
-    return np.array([lines.walk_left(int(j))[1] for j in ids], dtype=bool)
+    return _Lines(page).opened(ids)
 
 
 class _Lines:
@@ -128,6 +125,10 @@ class _Lines:
         self.same = one_line(boxes).numpy()
         self.x0, self.x1 = boxes[:, 0].numpy(), boxes[:, 2].numpy()
         self.h = (boxes[:, 3] - boxes[:, 1]).clamp(min=1.0).numpy()
+
+    def opened(self, ids) -> np.ndarray:
+        """(K,) bool: whether a walk left from each word ``ids`` ends at a key (:meth:`walk_left`)."""
+        return np.array([self.walk_left(int(j))[1] for j in ids], dtype=bool).reshape(-1)
 
     def walk_left(self, j: int) -> tuple[list[int], bool]:
         """The words passed walking left from word ``j`` along its line, over gaps of at most ``ROW_GAP`` of its
