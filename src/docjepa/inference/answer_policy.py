@@ -163,13 +163,18 @@ class Reading:
         span, span_lines = self.word_answer
         mask, lines = self._model_answer(self.chosen, "mask")
         page, frame = self.encoded.page, self.encoded.frame.frame
+        mask_words = _answer_words(page, mask, lines, frame)
+        word_probs = torch.sigmoid(self.word_logits.float()).cpu().numpy()
+        pixel_probs = torch.sigmoid(self.decoded.logits[self.chosen].float()).cpu().numpy()
         return path_features(
             self.words_confidence or 0.0,
             mask_iou(span, mask),
             len(_answer_words(page, span, span_lines, frame)),
-            len(_answer_words(page, mask, lines, frame)),
+            len(mask_words),
             float(self.decoded.scores[self.chosen]),
             len(page.words),
+            float(word_probs[mask_words].mean()) if mask_words else 0.0,
+            float(pixel_probs[span].mean()) if span.any() else 0.0,
         )
 
     @cached_property

@@ -75,7 +75,8 @@ def test_the_path_model_chooses_where_the_confidence_cannot():
                 "paths": {"mask": 0.3 if value else 0.9, "words": 0.9 if value else 0.2},
                 "words_confidence": rng.uniform(0.6, 0.9),
                 "path_features": [rng.uniform(0.6, 0.9), rng.uniform(0, 1), rng.uniform(0.5, 1.5),
-                                  rng.uniform(0.5, 2.0) if value else rng.uniform(2.5, 4.0), 0.5, 5.0],
+                                  rng.uniform(0.5, 2.0) if value else rng.uniform(2.5, 4.0), 0.5, 5.0,
+                                  rng.uniform(0, 1), rng.uniform(0, 1)],
             }
         )  # fmt: skip
     _, by_confidence = fit_words_threshold(rows)
@@ -93,7 +94,7 @@ def _spanned(set_name: str, kind: str, best: float, n: int, rng) -> list[dict]:
     out = []
     for _ in range(n):
         spans = {(t, None, 1.0, None): {"words": 0.9 - 0.1 * abs(t - best) + rng.uniform(-0.01, 0.01),
-                                  "path_features": [t] * 6}
+                                  "path_features": [t] * 8}
                  for t in (-5.0, -3.0, -1.0, 1.0)}  # fmt: skip
         out.append({"kind": kind, "set": set_name, "paths": {"mask": 0.5, "words": 0.0}, "spans": spans})
     return out
@@ -109,7 +110,7 @@ def test_the_span_threshold_is_the_best_over_sets_and_the_rows_take_its_spans():
     assert best == (-1.0, None, 1.0, None) and by[best] == max(by.values())
     assert {t for t, *_ in by} == {-5.0, -3.0, -1.0, 1.0}
     assert all(r["paths"]["words"] == r["spans"][best]["words"] for r in rows)
-    assert all(r["path_features"] == [-1.0] * 6 and r["paths"]["mask"] == 0.5 for r in rows)
+    assert all(r["path_features"] == [-1.0] * 8 and r["paths"]["mask"] == 0.5 for r in rows)
     assert fit_paths(rows) is not None  # fitted on the chosen spans' IoUs and features
 
 
@@ -117,12 +118,12 @@ def test_a_line_break_bar_is_taken_where_it_scores_better():
     """Names that run on into the address below them score better with a bar at line breaks; the bar is the
     lowest of those that score alike, and none is taken when none helps."""
     rows = [{"kind": "key", "paths": {"mask": 0.5, "words": 0.0},
-             "spans": {(-1.0, None, 1.0, None): {"words": 0.4, "path_features": [0.0] * 6},
-                       (-1.0, 1.0, 1.0, None): {"words": 0.8, "path_features": [1.0] * 6},
-                       (-1.0, 2.0, 1.0, None): {"words": 0.8, "path_features": [2.0] * 6},
-                       (-1.0, 3.0, 1.0, None): {"words": 0.6, "path_features": [3.0] * 6}}}]  # fmt: skip
-    assert fit_span_rule(rows)[0] == (-1.0, 1.0, 1.0, None) and rows[0]["path_features"] == [1.0] * 6
-    alike = {"words": 0.7, "path_features": [0.0] * 6}
+             "spans": {(-1.0, None, 1.0, None): {"words": 0.4, "path_features": [0.0] * 8},
+                       (-1.0, 1.0, 1.0, None): {"words": 0.8, "path_features": [1.0] * 8},
+                       (-1.0, 2.0, 1.0, None): {"words": 0.8, "path_features": [2.0] * 8},
+                       (-1.0, 3.0, 1.0, None): {"words": 0.6, "path_features": [3.0] * 8}}}]  # fmt: skip
+    assert fit_span_rule(rows)[0] == (-1.0, 1.0, 1.0, None) and rows[0]["path_features"] == [1.0] * 8
+    alike = {"words": 0.7, "path_features": [0.0] * 8}
     flat = [{"kind": "key", "paths": {"mask": 0.5, "words": 0.0},
              "spans": {(-1.0, 2.0, 1.0, None): alike, (-1.0, None, 1.0, None): alike}}]  # fmt: skip
     assert fit_span_rule(flat)[0] == (-1.0, None, 1.0, None)
@@ -135,13 +136,13 @@ def test_further_lines_are_taken_where_the_questions_read_better_and_the_narrowe
     narrower gap; within the pages' noise, the same with 60 keys and 10 blocks, but not with 6 and 1."""
     scores = {(1.0, None): (0.8, 0.4), (2.0, 2.0): (0.7, 0.8), (2.0, 4.0): (0.795, 0.65), (1.5, 4.0): (0.795, 0.65)}
     rows = [{"kind": kind, "paths": {"mask": 0.5, "words": 0.0},
-             "spans": {(-1.0, 1.0, *rule): {"words": both[i], "path_features": [rule[0]] * 6}
+             "spans": {(-1.0, 1.0, *rule): {"words": both[i], "path_features": [rule[0]] * 8}
                        for rule, both in scores.items()}}
             for i, kind in [(0, "key")] * 60 + [(1, "field")] * 10]  # fmt: skip
     best, by = fit_span_rule(rows)
     assert by[-1.0, 1.0, 2.0, 2.0] == max(by.values())  # the best per-kind mean, but 6 keys lose what 1 block gains
     assert best == (-1.0, 1.0, 1.5, 4.0) and by[best] == pytest.approx(0.7225)
-    assert [r["path_features"] for r in rows] == [[1.5] * 6] * 70
+    assert [r["path_features"] for r in rows] == [[1.5] * 8] * 70
     assert [r["paths"]["words"] for r in rows] == [0.795] * 60 + [0.65] * 10
     assert fit_span_rule(rows, within_noise=True)[0] == (-1.0, 1.0, 1.5, 4.0)
     few = rows[:6] + rows[-1:]
@@ -152,18 +153,18 @@ def test_further_lines_are_taken_where_the_questions_read_better_and_the_narrowe
         {
             "kind": "key",
             "paths": {"mask": 0.5, "words": 0.0},
-            "spans": {(-1.0, 1.0, *rule): {"words": 0.6, "path_features": [0.0] * 6} for rule in scores},
+            "spans": {(-1.0, 1.0, *rule): {"words": 0.6, "path_features": [0.0] * 8} for rule in scores},
         }
     ]
     assert fit_span_rule(alike)[0] == (-1.0, 1.0, 1.0, None)
 
 
 def test_a_span_threshold_tie_keeps_the_default_and_rows_without_spans_are_left():
-    spans = {(t, None, 1.0, None): {"words": 0.6, "path_features": [t] * 6} for t in (-6.0, -4.0, -2.0, 0.0)}
+    spans = {(t, None, 1.0, None): {"words": 0.6, "path_features": [t] * 8} for t in (-6.0, -4.0, -2.0, 0.0)}
     flat = [{"kind": "key", "paths": {"mask": 0.5, "words": 0.3}, "spans": spans}]
     # both 1 from the default, −3: the first of the tie
     assert fit_span_rule(flat)[0] in ((-4.0, None, 1.0, None), (-2.0, None, 1.0, None))
-    flat[0]["spans"][-3.0, None, 1.0, None] = {"words": 0.6, "path_features": [0.0] * 6}
+    flat[0]["spans"][-3.0, None, 1.0, None] = {"words": 0.6, "path_features": [0.0] * 8}
     assert fit_span_rule(flat)[0] == (-3.0, None, 1.0, None)
     bare = [{"kind": "key", "paths": {"mask": 0.5, "words": 0.3}}]
     assert fit_span_rule(bare) == (None, {}) and bare[0]["paths"]["words"] == 0.3
@@ -175,7 +176,7 @@ def _noisy(effects: dict[float, float], n: int, rng) -> list[dict]:
     rows = []
     for i in range(n):
         base = 0.6 + rng.uniform(-0.25, 0.25)
-        spans = {(t, None, 1.0, None): {"words": base + e + rng.uniform(-0.05, 0.05), "path_features": [t] * 6}
+        spans = {(t, None, 1.0, None): {"words": base + e + rng.uniform(-0.05, 0.05), "path_features": [t] * 8}
                  for t, e in effects.items()}  # fmt: skip
         rows.append({"kind": "ab"[i % 2], "set": "xy"[i // 2 % 2], "paths": {"mask": 0.5, "words": 0.0},
                      "spans": spans})  # fmt: skip

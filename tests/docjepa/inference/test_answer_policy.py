@@ -145,3 +145,25 @@ def test_an_uncalibrated_answer_has_no_confidence_and_a_calibrated_one_uses_the_
     assert answer.known == bool(answer.mask.any() and answer.expected_iou >= 0.3)
     with pytest.raises(ValueError, match="answer path"):
         AnswerPolicy(answer_path="span")
+
+
+def test_the_path_features_measure_each_decoder_on_the_other_answer(predictor):
+    """The path features' last two: the word decoder's mean probability over the words of the mask's answer, the
+    mask decoder's mean probability over the span's pixels, each 0 when that answer is empty."""
+    from docjepa.inference.path_choice import FEATURES
+
+    page, frame = predictor.page, predictor.encoded.frame.frame
+    seen = 0
+    for q in page.questions[:6]:
+        decoded = predictor.decode(q.text)
+        reading = predictor.read(decoded)
+        f = dict(zip(FEATURES, reading.path_features))
+        mask, lines = reading.answer_lines(path="mask")
+        words = answer_policy._answer_words(page, mask, lines, frame)
+        probs = torch.sigmoid(reading.word_logits).numpy()
+        assert f["mask_words_belief"] == pytest.approx(probs[words].mean() if words else 0.0, abs=1e-6)
+        span, _ = reading.word_answer
+        pixels = torch.sigmoid(decoded.logits[reading.chosen]).numpy()[span]
+        assert f["span_mask_belief"] == pytest.approx(pixels.mean() if span.any() else 0.0, abs=1e-6)
+        seen += bool(words) and span.any()
+    assert seen  # the untrained decoders' answers cover words on this page
