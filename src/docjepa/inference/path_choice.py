@@ -162,16 +162,28 @@ def fit_path_model(
 
 
 def _newton(z: np.ndarray, y: np.ndarray, w: np.ndarray, l2: float, steps: int) -> np.ndarray:
-    """The weighted, L2-penalised (all but the last column, the bias) logistic regression of ``y`` on ``z``."""
-    theta = np.zeros(z.shape[1])
+    """The weighted, L2-penalised (all but the last column, the bias) logistic regression of ``y`` on ``z``, by
+    Newton's method with each step halved until the penalised loss falls enough (Armijo): a full Newton step can
+    overshoot where the products of features make the loss steep, and then the fit runs away."""
     penalty = np.full(z.shape[1], l2)
     penalty[-1] = 0.0
+
+    def loss(theta: np.ndarray) -> float:
+        logit = z @ theta
+        return float(w @ (np.logaddexp(0.0, logit) - y * logit) + 0.5 * penalty @ theta**2)
+
+    theta = np.zeros(z.shape[1])
+    current = loss(theta)
     for _ in range(steps):
         p = 1.0 / (1.0 + np.exp(-np.clip(z @ theta, -50.0, 50.0)))
         grad = z.T @ (w * (p - y)) + penalty * theta
         hess = (z * (w * p * (1 - p))[:, None]).T @ z + np.diag(penalty + 1e-9)
         step = np.linalg.solve(hess, grad)
-        theta -= step
-        if np.abs(step).max() < 1e-10:
+        t, slope = 1.0, float(grad @ step)
+        while t > 1e-9 and loss(theta - t * step) > current - 1e-4 * t * slope:
+            t /= 2
+        theta = theta - t * step
+        previous, current = current, loss(theta)
+        if np.abs(t * step).max() < 1e-10 or previous - current < 1e-12 * max(1.0, abs(current)):
             break
     return theta

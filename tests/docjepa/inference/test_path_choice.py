@@ -3,13 +3,15 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
 
 from docjepa.inference.calibration import Calibration
 from docjepa.inference.mask_choice import mask_iou
-from docjepa.inference.path_choice import FEATURES, PathModel, fit_path_model, path_features
+from docjepa.inference.path_choice import FEATURES, PathModel, fit_path_model, pair_products, path_features
 from docjepa.inference.word_answer import choose_path
 
 
@@ -139,3 +141,26 @@ def test_features():
     b = a.copy()
     a[0, :2], b[0, 1:3] = True, True
     assert mask_iou(a, b) == pytest.approx(1 / 3) and mask_iou(a & False, b & False) == 1.0
+
+
+def test_the_fit_does_not_run_away_where_a_full_newton_step_overshoots():
+    """Calibration questions (features, both answers' IoU, each question's weight; rounded) of a model on which
+    full Newton steps raised the penalised loss from the fifth step on, and the weights ran to 1e11: the fit halves
+    a step until the loss falls, and ends at the penalised loss's minimum (its gradient zero)."""
+    from pathlib import Path
+
+    d = json.loads((Path(__file__).parent / "path_model_runaway.json").read_text())
+    x, words, mask, weight = (np.array(d[k]) for k in ("features", "words_iou", "mask_iou", "weight"))
+    model = fit_path_model(x, words, mask, weight)
+    assert max(abs(v) for v in [*model.weights, *model.pairs, model.bias]) < 10
+    z = (x - np.array(model.mean)) / np.array(model.scale)
+    terms = np.hstack([z, pair_products(z), np.ones((len(z), 1))])
+    theta = np.array([*model.weights, *model.pairs, model.bias])
+    gain = words - mask
+    w = np.abs(gain) * weight
+    w = w / w.mean()
+    p = 1.0 / (1.0 + np.exp(-(terms @ theta)))
+    penalty = np.ones(len(theta))
+    penalty[-1] = 0.0
+    grad = terms.T @ (w * (p - (gain > 0))) + penalty * theta
+    assert np.abs(grad).max() < 1e-6
