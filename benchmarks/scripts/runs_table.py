@@ -2,7 +2,8 @@
 stand", "A value's key beside it", "Keys further away", "An address block's further lines", "A pass over the
 training questions", "Other numbers on the page", "Keys worded alike", "Choosing within the calibration pages' noise",
 "Every wording in training", "The mean of a run's last checkpoints", "Two values keyed on stacked lines", "A
-keyed value from its key" and "The model shipped now"), from the runs' committed results:
+keyed value from its key", "The model shipped now" and "Three draws and their mean"), from the runs' committed
+results:
 
     python benchmarks/scripts/runs_table.py --section relative-layout --markdown docs/docjepa-extract.md
     python benchmarks/scripts/runs_table.py --section key-neighbours --markdown docs/docjepa-extract.md
@@ -17,6 +18,7 @@ keyed value from its key" and "The model shipped now"), from the runs' committed
     python benchmarks/scripts/runs_table.py --section keyed-lines --markdown docs/docjepa-extract.md
     python benchmarks/scripts/runs_table.py --section key-to-value --markdown docs/docjepa-extract.md
     python benchmarks/scripts/runs_table.py --section shipped-now --markdown docs/docjepa-extract.md
+    python benchmarks/scripts/runs_table.py --section three-draws --markdown docs/docjepa-extract.md
 
 Each run is scored by ``business_pages.py`` (``business/NAME.json``; on a section's further pages
 ``business/NAME-SUFFIX.json``), ``foreign_layouts.py`` (``foreign/NAME.json``) and, where the section has a cost
@@ -50,6 +52,9 @@ class Section:
     the rows' heading), each adding rows for :data:`ALSO`."""
     values: tuple[str, ...] = ()
     """Fields whose questions on the business pages (and on the further pages) get rows of their own."""
+    predicted: bool = False
+    """Rows of :data:`PREDICTED` too: the business pages as ``predict`` answers them (the span or the mask per
+    question, by the run's calibration)."""
 
     @property
     def markers(self) -> tuple[str, str]:
@@ -191,6 +196,18 @@ SECTIONS = {
             calibrated=True,
             values=("date", "due date", "tax", "total"),
         ),
+        Section(
+            "three-draws",
+            {
+                "second run (shipped)": ("alike-2000-rerun-pairs", "alike-2000-rerun-pairs"),
+                "seed 1": ("alike-2000-seed1-pairs", "alike-2000-seed1-pairs"),
+                "seed 2": ("alike-2000-seed2-pairs", "alike-2000-seed2-pairs"),
+                "the mean of the three runs' weights": ("soup3", "soup3"),
+            },
+            calibrated=True,
+            values=("date", "due date", "tax", "total"),
+            predicted=True,
+        ),
     )
 }
 BUSINESS = (
@@ -207,6 +224,12 @@ BUSINESS = (
     ("all questions, mask", "all", "mask mIoU"),
 )
 """Rows from the business pages: heading, the group, the score (mIoU)."""
+PREDICTED = (
+    ("`key`, `predict`'s answer", "kind: key", "model mIoU"),
+    ("`field`, `predict`'s answer", "kind: field", "model mIoU"),
+    ("all questions, `predict`'s answer", "all", "model mIoU"),
+)
+"""Rows from the business pages as ``predict`` answers them (:attr:`Section.predicted`)."""
 ALSO = ("`key`, word span", "`field`, word span", "all questions, word span")
 """The rows of :data:`BUSINESS` that a section's further business pages (:attr:`Section.also`) add."""
 FIELDS = ("number", "date", "due date", "total", "tax", "seller", "buyer")
@@ -226,7 +249,7 @@ def table(results: Path, section: Section) -> str:
     foreign = [json.loads((results / f"foreign/{n}.json").read_text())["scores"]["by_generator"] for n in names]
     lines = ["| | " + " | ".join(runs) + " |", "|---|" + "---|" * len(runs)]
     values = [(f"the {v}, word span", f"asks value: {v}", "words mIoU") for v in section.values]
-    for heading, group, score in [*BUSINESS, *values]:
+    for heading, group, score in [*BUSINESS, *(PREDICTED if section.predicted else ()), *values]:
         lines.append(row(f"business pages, {heading}, mIoU", (f"{b[group][score]:.3f}" for b in business)))
     answer = "`predict`'s answer" if section.calibrated else "the mask"
     lines.append(row(f"business pages, exact answers ({answer})", (f"{b['all']['model exact']:.0%}" for b in business)))
