@@ -29,14 +29,6 @@ GROUPS = {"`key`": "kind: key", "`field`": "kind: field", "held-out family (`box
 GROUPS |= {"held-out language (Italian)": "held-out language (it)", "all questions": "all"}
 
 
-def with_rule(rows: list[dict], rule: tuple) -> list[dict]:
-    """The rows with their word path's IoU and path features those of the span under ``rule``."""
-    for r in rows:
-        r["paths"] = r["paths"] | {"words": r["spans"][rule]["words"]}
-        r["path_features"] = r["spans"][rule]["path_features"]
-    return rows
-
-
 def variant(rows: list[dict], val: list[dict], count: int, pairs: bool) -> dict:
     """One path model fitted on ``rows``, its threshold, and what ``auto`` reads with them on both."""
     from docjepa.eval.calibrate import auto_iou, balance, by_set, fit_words_threshold, per_kind_miou
@@ -85,14 +77,14 @@ def alone(rows: list[dict], val: list[dict], path: str) -> dict:
 
 
 def run(checkpoint: Path, calib: list[Path], val: Path, progress: bool) -> dict:
-    from docjepa.eval.calibrate import SPAN_RULES, calibration_rows, fit_span_rule
+    from docjepa.eval.calibrate import SPAN_RULES, calibration_rows, fit_span_rule, take_span_rule
     from docjepa.inference.predictor import DocumentPredictor
 
     predictor = DocumentPredictor.from_pretrained(checkpoint)
     predictor.policy.calibration = None
     rows = calibration_rows(predictor, calib, progress, SPAN_RULES)
     rule, _ = fit_span_rule(rows)
-    held = with_rule(calibration_rows(predictor, [val], progress, SPAN_RULES), rule)
+    held = take_span_rule(calibration_rows(predictor, [val], progress, SPAN_RULES), rule)
     out = {"checkpoint": str(checkpoint), "calib": [str(c) for c in calib], "val": str(val), "span_rule": rule}
     out["questions"] = {"calibration": len(rows), "business": len(held)}
     out["alone"] = {path: alone(rows, held, path) for path in ("mask", "words")}

@@ -159,10 +159,17 @@ def fit_span_rule(rows: list[dict], within_noise: bool = False) -> tuple[tuple |
     per_question = balance([{"kind": "", "set": r.get("set", "")} for r in spanned])
     further = near_best({rule: x for rule, x in ious.items() if rule[:2] == (t, line)}, per_question, within_noise)
     best = max(further, key=lambda rule: (rule[3] is None, -rule[2], rule[3] or 0.0))
-    for r in spanned:
-        r["paths"] = r["paths"] | {"words": r["spans"][best]["words"]}
-        r["path_features"] = r["spans"][best]["path_features"]
+    take_span_rule(spanned, best)
     return best, by
+
+
+def take_span_rule(rows: list[dict], rule: tuple) -> list[dict]:
+    """``rows`` (each with ``spans``), their word path's IoU and path features set to those of the span under
+    ``rule``; returns them."""
+    for r in rows:
+        r["paths"] = r["paths"] | {"words": r["spans"][rule]["words"]}
+        r["path_features"] = r["spans"][rule]["path_features"]
+    return rows
 
 
 def balance(rows: list[dict]) -> np.ndarray:
