@@ -25,7 +25,7 @@ log = logging.getLogger("docjepa.apps.demo")
 
 @dataclass
 class DemoConfig:
-    """Sizes of the demo (defaults: 26-29 minutes on 2 CPU cores, depending on the machine's load)."""
+    """Sizes of the demo (defaults: about 40 minutes on 2 CPU cores)."""
 
     train_pages: int = 400
     """Synthetic pages to train on."""

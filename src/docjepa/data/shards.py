@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -222,7 +223,9 @@ class DocumentDataset(torch.utils.data.Dataset):
     decoded. A page that cannot be read raises :class:`RecordError` (naming shard and row); unreadable shards
     are left out when the dataset is opened."""
 
-    def __init__(self, roots: Path | str | list[Path | str]) -> None:
+    def __init__(self, roots: Path | str | list[Path | str], cache_bytes: int = 256 * 2**20) -> None:
+        """``cache_bytes``: the most bytes of decoded row groups kept for reuse (least recently read dropped
+        first). Training draws pages at random, so without it every page read decodes its whole row group."""
         roots = roots if isinstance(roots, list) else [roots]
         shards = readable_shards(roots)
         if not shards:
@@ -240,7 +243,9 @@ class DocumentDataset(torch.utils.data.Dataset):
                 total += n
                 row += n
         self.total = total
-        self._cache: tuple[int, list[dict]] | None = None
+        self.cache_bytes = cache_bytes
+        self._groups: OrderedDict[int, pa.Table] = OrderedDict()
+        self._held = 0
 
     def __len__(self) -> int:
         return self.total
@@ -250,12 +255,26 @@ class DocumentDataset(torch.utils.data.Dataset):
             raise IndexError(f"page {index} of a dataset of {self.total}")
         index %= self.total
         g = bisect.bisect_right(self.starts, index) - 1
-        fi, rg, first = self.groups[g]
+        fi, _, first = self.groups[g]
         row = first + index - self.starts[g]
-        if self._cache is None or self._cache[0] != g:
-            try:
-                rows = pq.ParquetFile(self.files[fi]).read_row_group(rg).to_pylist()
-            except Exception as err:
-                raise RecordError(self.files[fi], row, f"row group {rg} unreadable: {_reason(err)}") from err
-            self._cache = (g, rows)
-        return decode_page(self._cache[1][index - self.starts[g]], self.files[fi], row)
+        table = self._group(g, row)
+        return decode_page(table.slice(index - self.starts[g], 1).to_pylist()[0], self.files[fi], row)
+
+    def __getstate__(self) -> dict:  # a loader's worker process starts with an empty cache
+        return {**self.__dict__, "_groups": OrderedDict(), "_held": 0}
+
+    def _group(self, g: int, row: int) -> pa.Table:
+        """Row group ``g`` (of which ``row`` is wanted, for the error), from the cache or read and kept."""
+        if g in self._groups:
+            self._groups.move_to_end(g)
+            return self._groups[g]
+        fi, rg, _ = self.groups[g]
+        try:
+            table = pq.ParquetFile(self.files[fi]).read_row_group(rg)
+        except Exception as err:
+            raise RecordError(self.files[fi], row, f"row group {rg} unreadable: {_reason(err)}") from err
+        self._groups[g] = table
+        self._held += table.nbytes
+        while self._held > self.cache_bytes and len(self._groups) > 1:
+            self._held -= self._groups.popitem(last=False)[1].nbytes
+        return table

@@ -137,6 +137,36 @@ def test_shards_round_trip_and_random_access(tmp_path):
         ds[23]
 
 
+def test_random_access_decodes_each_row_group_once_within_its_cache(tmp_path, monkeypatch):
+    import pickle
+
+    import docjepa.data.shards as shards
+
+    pages = [generate_page(i, seed=5, size=256) for i in range(40)]  # row groups of 16: 16, 16, 8 pages
+    with ShardWriter(tmp_path, pages_per_shard=40) as writer:
+        for p in pages:
+            writer.add(p)
+    reads = []
+    real = shards.pq.ParquetFile
+
+    class Counting(real):
+        def read_row_group(self, i, *args, **kwargs):
+            reads.append(i)
+            return super().read_row_group(i, *args, **kwargs)
+
+    monkeypatch.setattr(shards.pq, "ParquetFile", Counting)
+    order = np.random.default_rng(0).permutation(2 * len(pages)) % len(pages)
+    ds = DocumentDataset(tmp_path)
+    assert [ds[int(i)].doc_id for i in order] == [pages[i].doc_id for i in order]
+    assert sorted(reads) == [0, 1, 2]  # each group decoded once, however the pages are drawn
+    assert pickle.loads(pickle.dumps(ds))._held == 0  # a loader's worker starts empty
+    reads.clear()
+    small = DocumentDataset(tmp_path, cache_bytes=1)  # one group held at a time: still the right pages
+    got = [small[int(i)].to_row() for i in order[:12]]
+    assert [(r["doc_id"], r["image"]) for r in got] == [(pages[i].doc_id, pages[i].image) for i in order[:12]]
+    assert len(small._groups) == 1 and len(reads) > 3
+
+
 def test_generate_output_does_not_depend_on_workers(tmp_path):
     one = generate(10, tmp_path / "one", seed=9, size=256, workers=1, progress=False)
     two = generate(10, tmp_path / "two", seed=9, size=256, workers=2, progress=False)
