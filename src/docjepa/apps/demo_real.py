@@ -35,7 +35,7 @@ class RealPages:
 
 
 def _import(pdfs: Path, out: Path, max_pages: int, dpi: int, progress: bool) -> dict:
-    from ..data.importer import import_paths
+    from ..data.import_folder import import_paths
     from .real_benchmark import benchmark_digests
 
     marker = out / "imported.json"

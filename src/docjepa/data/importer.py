@@ -4,14 +4,9 @@ PDF pages are rendered with pypdfium2 and their words taken from the text layer 
 at whitespace, boxes converted from PDF points to pixels); a page without a text layer falls back to
 OCR. Images (PNG, JPEG, TIFF, multi-page TIFF) are read with Tesseract (``tesseract … tsv``, run with
 ``OMP_THREAD_LIMIT=1``). A file that cannot be read (corrupt, encrypted, empty) is skipped with a
-warning naming it; the batch never aborts, and a summary is returned at the end.
-
-Pages are streamed to shards as files are read: a shard is written (atomically) as soon as it holds
-``pages_per_shard`` pages, and only between files, so a shard always holds whole documents. A killed or failed
-import leaves complete shards only, and ``resume`` continues it: files already in the shards are passed over,
-and the shards come out as an uninterrupted import would have written them. A document's id is its path
-relative to the folder given (or its file name, for a file given directly), so ``a/report.pdf`` and
-``b/report.pdf`` stay two documents; bytes of a file name that are not UTF-8 are kept as ``\\xNN`` escapes.
+warning naming it. A document's id is its path relative to the folder given (or its file name, for a file given
+directly), so ``a/report.pdf`` and ``b/report.pdf`` stay two documents; bytes of a file name that are not UTF-8 are
+kept as ``\\xNN`` escapes. Files and folders into shards: :mod:`docjepa.data.import_folder`.
 """
 
 from __future__ import annotations
@@ -31,7 +26,7 @@ from PIL import Image, ImageSequence
 from ..core.errors import UsageError
 from .kinds import row_kind
 from .record import Answer, Page, Question, Word, box_polygon
-from .shards import ShardOptions, ShardWriter, iter_rows, shard_paths
+from .shards import shard_paths
 
 log = logging.getLogger("docjepa.import")
 PDF_SUFFIXES = {".pdf"}
@@ -153,17 +148,36 @@ def ocr_words(image: Image.Image, lang: str = "eng") -> list[Word]:
     return words
 
 
-def _font_size(tp, i: int) -> float:
-    """Font size in points of character ``i`` as set on the page (the font size times the text matrix's scale)."""
-    import ctypes
+class _Chars:
+    """The box and font size of a text page's characters through pdfium's own calls, their buffers made once: an
+    import reads every character of every page (pypdfium2's ``get_charbox`` makes four new buffers a call)."""
 
-    import pypdfium2.raw as raw
+    def __init__(self, tp) -> None:
+        import ctypes
 
-    m = raw.FS_MATRIX()
-    size = raw.FPDFText_GetFontSize(tp.raw, i)
-    if raw.FPDFText_GetMatrix(tp.raw, i, ctypes.byref(m)):
-        size *= abs(m.a * m.d - m.b * m.c) ** 0.5
-    return float(size)
+        import pypdfium2.raw as raw
+
+        self.raw, self.tp = raw, tp.raw
+        self.values = [ctypes.c_double() for _ in range(4)]  # left, right, bottom, top: pdfium's order
+        self.refs = [ctypes.byref(v) for v in self.values]
+        self.matrix = raw.FS_MATRIX()
+        self.matrix_ref = ctypes.byref(self.matrix)
+
+    def box(self, i: int) -> tuple[float, float, float, float]:
+        """(left, bottom, right, top) of character ``i`` in points."""
+        if not self.raw.FPDFText_GetCharBox(self.tp, i, *self.refs):
+            raise ValueError(f"pdfium gave no box for character {i}")
+        left, right, bottom, top = (v.value for v in self.values)
+        return left, bottom, right, top
+
+    def font_size(self, i: int) -> float:
+        """Font size in points of character ``i`` as set on the page (the font size times the text matrix's
+        scale)."""
+        size = self.raw.FPDFText_GetFontSize(self.tp, i)
+        if self.raw.FPDFText_GetMatrix(self.tp, i, self.matrix_ref):
+            m = self.matrix
+            size *= abs(m.a * m.d - m.b * m.c) ** 0.5
+        return float(size)
 
 
 def _pdf_words(page, scale: float, height_pt: float, sizes: list[float] | None = None) -> list[Word]:
@@ -176,6 +190,7 @@ def _pdf_words(page, scale: float, height_pt: float, sizes: list[float] | None =
         if len(text) != n:  # rare: fall back to one character at a time to keep indices aligned
             text = "".join(tp.get_text_range(i, 1) or " " for i in range(n))
         words, chars, boxes, size = [], [], [], [0.0]
+        read = _Chars(tp)
 
         def flush() -> None:
             if chars:
@@ -194,7 +209,7 @@ def _pdf_words(page, scale: float, height_pt: float, sizes: list[float] | None =
             if ch.isspace() or ch == "\x00":
                 flush()
                 continue
-            left, bottom, right, top = tp.get_charbox(i)
+            left, bottom, right, top = read.box(i)
             if ch in SOFT_HYPHENS:  # a word hyphenated at a line end: its first part ends here, with a hyphen
                 if right > left or top > bottom:
                     chars.append("-")
@@ -207,7 +222,7 @@ def _pdf_words(page, scale: float, height_pt: float, sizes: list[float] | None =
             chars.append(ch)
             boxes.append((left, bottom, right, top))
             if sizes is not None:
-                size[0] = max(size[0], _font_size(tp, i))
+                size[0] = max(size[0], read.font_size(i))
         flush()
         return words
     finally:
@@ -275,9 +290,7 @@ def import_pdf(
             page = doc[i]
             _width_pt, height_pt = page.get_size()
             image = page.render(scale=scale).to_pil().convert("RGB")
-            words = _pdf_words(page, scale, height_pt)
-            if structure and len(words) != len(texts[i].words):
-                raise AssertionError(f"page {i + 1}: the text layer gave different words on a second reading")
+            words = texts[i].words if structure else _pdf_words(page, scale, height_pt)  # read once
             if not words:  # a scanned page: no text layer
                 words = ocr_words(image, lang)
                 summary.ocr_pages += 1
@@ -415,65 +428,3 @@ def attach_questions(pages: list[Page], spec: dict, stems: dict[str, str] | None
                 boxes = ans if isinstance(ans[0], (list, tuple)) else [ans]
                 answers.append(Answer([box_polygon(tuple(map(float, b))) for b in boxes]))
             page.questions.append(Question(q["question"], row_kind(q), answers))
-
-
-def import_paths(
-    paths: list[Path],
-    out: Path,
-    dpi: int = 150,
-    lang: str = "eng",
-    questions: Path | None = None,
-    progress: bool = True,
-    structure: bool = False,
-    max_pages: int | None = None,
-    exclude: set[str] | None = None,
-    shards: ShardOptions | None = None,
-) -> ImportSummary:
-    """Import every PDF and image under ``paths`` into shards in ``out``; never aborts on a bad file.
-
-    ``shards``: pages per shard, appending, and ``resume``: continue an import into ``out`` that was killed or
-    failed (files its shards hold are passed over).
-    ``structure``: PDF pages get the questions their document declares (:mod:`docjepa.data.structure`);
-    ``max_pages``: at most this many pages per PDF; ``exclude``: SHA-256 digests of files to pass over (for example
-    the real-page benchmark's documents, so that none of them enters training).
-    """
-    from tqdm.auto import tqdm
-
-    shards = shards or ShardOptions()
-    spec = load_questions(questions) if questions else {}
-    summary = ImportSummary()
-    inputs = find_inputs(paths)
-    stem_count: dict[str, int] = {}
-    for path, _ in inputs:
-        stem_count[path.stem] = stem_count.get(path.stem, 0) + 1
-    stems = {path_text(p.stem): doc for p, doc in inputs if stem_count[p.stem] == 1}
-    done: set[str] = set()
-    if shards.resume and out.is_dir() and shard_paths(out):
-        done = {row["doc_id"] for _, _, _, row in iter_rows(out, columns=["doc_id"])}
-    seen: set[str] = set()
-    with ShardWriter(out, shards.pages_per_shard, append=shards.append or shards.resume) as writer:
-        for path, doc_id in tqdm(inputs, desc="files", disable=not progress):
-            if doc_id in done:
-                summary.already += 1
-                continue
-            try:
-                if doc_id in seen:
-                    raise ValueError(f"a second file with document id {doc_id!r} (given twice?)")
-                seen.add(doc_id)
-                if not path.is_file():
-                    raise FileNotFoundError("no such file")
-                if exclude and file_digest(path) in exclude:
-                    summary.excluded += 1
-                    continue
-                pages = read_file(path, dpi, lang, doc_id, summary, structure=structure, max_pages=max_pages)
-            except Exception as err:
-                reason = f"{type(err).__name__}: {err}".strip()
-                log.warning("skipped %s (%s)", path_text(path), reason)
-                summary.skipped.append((path_text(path), reason))
-                continue
-            attach_questions(pages, spec, stems)
-            writer.add_document(pages)
-            summary.pages += len(pages)
-            summary.words += sum(len(p.words) for p in pages)
-            summary.files += 1
-    return summary

@@ -15,7 +15,7 @@ from docjepa.apps import real_benchmark as rb
 from docjepa.apps.cli import main
 from docjepa.apps.predict import load_page, predict_file
 from docjepa.core.errors import UsageError
-from docjepa.data.importer import import_paths
+from docjepa.data.import_folder import import_paths
 from docjepa.data.touching import LINE_GAP
 from docjepa.eval.calibrate import SPAN_RULES, calibrate
 from docjepa.inference.calibration import Calibration

@@ -3,6 +3,7 @@
 import json
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -13,7 +14,7 @@ from PIL import Image, ImageDraw  # noqa: E402
 from reportlab.lib.pagesizes import A4  # noqa: E402
 from reportlab.pdfgen import canvas  # noqa: E402
 
-from docjepa.data.importer import import_paths  # noqa: E402
+from docjepa.data.import_folder import import_paths  # noqa: E402
 from docjepa.data.shards import ShardOptions, ShardWriter, iter_pages  # noqa: E402
 from docjepa.data.show import show  # noqa: E402
 from docjepa.data.synth.canvas import load_font  # noqa: E402
@@ -147,8 +148,8 @@ def test_an_interrupted_import_keeps_whole_shards_and_resumes_to_the_same_bytes(
         return real(*args, **kwargs)
 
     monkeypatch.setattr(importer, "import_pdf", killed_at_the_fourth)
-    with pytest.raises(KeyboardInterrupt):
-        import_paths([docs], tmp_path / "cut", dpi=36, shards=ShardOptions(3), progress=False)
+    with pytest.raises(KeyboardInterrupt):  # read in this process, as the kill comes to the process writing
+        import_paths([docs], tmp_path / "cut", dpi=36, shards=ShardOptions(3), progress=False, workers=1)
     monkeypatch.setattr(importer, "import_pdf", real)
     cut = _shard_bytes(tmp_path / "cut")
     assert list(cut) == ["shard-00000.parquet"] and not list((tmp_path / "cut").glob("*.tmp"))
@@ -156,6 +157,29 @@ def test_an_interrupted_import_keeps_whole_shards_and_resumes_to_the_same_bytes(
     again = import_paths([docs], tmp_path / "cut", dpi=36, shards=ShardOptions(3, resume=True), progress=False)
     assert again.already == 2 and again.files == 3
     assert _shard_bytes(tmp_path / "cut") == _shard_bytes(tmp_path / "full")
+
+
+def test_worker_processes_write_the_same_shards_and_report_bad_files_in_order(tmp_path):
+    """Files are read by a pool of processes and written in the order found: the shards are byte for byte those of
+    one process, and an unreadable file, a second copy and a missing one are reported where one process would."""
+    docs = tmp_path / "in"
+    for i in range(5):
+        (docs / f"d{i}").mkdir(parents=True)
+        make_pdf(docs / f"d{i}" / "report.pdf")
+    (docs / "d2" / "broken.pdf").write_bytes(b"%PDF-1.4 not really")
+    given = [docs, docs / "d3" / "report.pdf", docs / "d3" / "report.pdf", tmp_path / "gone.pdf"]
+    runs = {}
+    for workers in (1, 2, 3):
+        out = tmp_path / f"w{workers}"
+        summary = import_paths(given, out, dpi=36, shards=ShardOptions(3), progress=False, workers=workers)
+        runs[workers] = (summary.to_dict(), _shard_bytes(out))
+    assert runs[1] == runs[2] == runs[3]
+    summary, shards = runs[1]
+    assert summary["files"] == 6 and summary["pages"] == 12 and len(shards) == 3  # the folder's five, the file once
+    assert [Path(s["path"]).name for s in summary["skipped"]] == ["broken.pdf", "report.pdf", "gone.pdf"]
+    assert "second file" in summary["skipped"][1]["reason"] and "no such file" in summary["skipped"][2]["reason"]
+    with pytest.raises(ValueError, match="workers must be at least 1"):
+        import_paths([docs], tmp_path / "none", progress=False, workers=-1)
 
 
 def test_a_non_utf8_file_name_is_imported_with_escapes(tmp_path):

@@ -8,7 +8,8 @@ pytest.importorskip("reportlab")
 from reportlab.pdfgen import canvas
 
 from docjepa.data import structure as st
-from docjepa.data.importer import ImportSummary, import_paths, import_pdf
+from docjepa.data.import_folder import import_paths
+from docjepa.data.importer import ImportSummary, import_pdf
 from docjepa.data.record import Word
 
 W, H = 595, 842  # A4 in points; imported at 72 dpi, one pixel per point, y from the top = H - y

@@ -74,7 +74,7 @@ def cmd_info(args: argparse.Namespace) -> None:
 def cmd_import(args: argparse.Namespace) -> None:
     import logging
 
-    from ...data.importer import import_paths
+    from ...data.import_folder import import_paths
     from ...data.shards import ShardOptions
     from ..real_benchmark import benchmark_digests
 
@@ -90,6 +90,7 @@ def cmd_import(args: argparse.Namespace) -> None:
         max_pages=args.max_pages,
         exclude=benchmark_digests(args.exclude) if args.exclude else None,
         shards=ShardOptions(args.pages_per_shard, append=args.append, resume=args.resume),
+        workers=args.workers,
     )
     print(json.dumps({**summary.to_dict(), "out": str(args.out)}, indent=1))
 
@@ -192,6 +193,12 @@ def _add_import(sub: Any) -> None:
         "contents, page numbers, running headers, captions, form fields (docs/docjepa-real.md)",
     )
     m.add_argument("--max-pages", type=int_at_least(1), default=None, help="at most this many pages per PDF")
+    m.add_argument(
+        "--workers",
+        type=int_at_least(1),
+        default=None,
+        help="processes reading files (default: one per core; the shards are the same whatever the number)",
+    )
     m.add_argument(
         "--exclude",
         type=Path,
