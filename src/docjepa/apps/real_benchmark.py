@@ -32,7 +32,7 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from ..core.errors import UsageError
-from ..data.importer import ImportSummary, file_digest, find_inputs, import_pdf
+from ..data.importer import ImportSummary, PageOutOfRange, file_digest, find_inputs, import_pdf
 from ..data.record import Answer, Page, Question, box_polygon
 from ..data.shards import ShardWriter
 from ..data.structure import KINDS
@@ -246,13 +246,17 @@ def build(spec: dict, root: Path, out: Path) -> dict:
                 problems.append(f"{doc_id}: SHA-256 differs from the benchmark's (another version of the file?)")
                 continue
             keep = []
-            for page in import_pdf(path, spec["dpi"], ImportSummary(), "eng", doc_id):
-                for q in wanted[doc_id].get(page.page, []):
+            for i in sorted(wanted[doc_id]):  # only the pages asked about are rendered and read
+                try:
+                    (page,) = import_pdf(path, spec["dpi"], ImportSummary(), "eng", doc_id, only=i)
+                except PageOutOfRange as err:
+                    problems.append(f"{doc_id}: {err}")
+                    continue
+                for q in wanted[doc_id][i]:
                     answers = [Answer([box_polygon(tuple(b)) for b in boxes], q["text"]) for boxes in q["answers"]]
                     page.questions.append(Question(q["question"], q["kind"], answers, template=q["id"]))
                     n += 1
-                if page.questions:
-                    keep.append(page)
+                keep.append(page)
             writer.add_document(keep)
     for p in problems:
         log.warning("%s", p)

@@ -16,6 +16,7 @@ from docjepa.apps.cli import main
 from docjepa.apps.predict import load_page, predict_file
 from docjepa.core.errors import UsageError
 from docjepa.data.import_folder import import_paths
+from docjepa.data.shards import iter_pages
 from docjepa.data.touching import LINE_GAP
 from docjepa.eval.calibrate import SPAN_RULES, calibrate
 from docjepa.inference.calibration import Calibration
@@ -38,7 +39,7 @@ def model(tiny_model, tmp_path):
     return shutil.copytree(tiny_model, tmp_path / "model")
 
 
-def test_propose_verify_run_report(pdfs, model, tmp_path, capsys):
+def test_propose_verify_run_report(pdfs, model, tmp_path, capsys, monkeypatch):
     spec = rb.propose(pdfs, tmp_path / "prop", dpi=72, per_kind=3, packages=["made in the test"])
     assert set(spec["documents"]) == {"a/widget.pdf", "gadget.pdf"}
     kinds = {q["kind"] for q in spec["questions"]}
@@ -99,6 +100,18 @@ def test_propose_verify_run_report(pdfs, model, tmp_path, capsys):
     make_manual(pdfs / "gadget.pdf", title="Another Gadget")
     built = rb.build(rb.load(path), pdfs, tmp_path / "rebuilt")
     assert any("SHA-256 differs" in p for p in built["problems"]) and 0 < built["questions"] < n
+    # Only the pages asked about are read; a page the file does not have is reported, the others still count.
+    spec = rb.load(path)
+    moved = next(q for q in spec["questions"] if q["verified"] is True and q["doc_id"] == "a/widget.pdf")
+    moved["page"] = 99
+    from docjepa.data import importer
+
+    rendered, encode = [], importer._encode
+    monkeypatch.setattr(importer, "_encode", lambda image: rendered.append(1) or encode(image))
+    built = rb.build(spec, pdfs, tmp_path / "moved")
+    assert any("a/widget.pdf: page 100 out of range" in p for p in built["problems"])
+    kept = list(iter_pages(tmp_path / "moved"))
+    assert built["questions"] < n and len(rendered) == len(kept) == len({(p.doc_id, p.page) for p in kept})
 
 
 def test_import_exclude_keeps_benchmark_documents_out(pdfs, tmp_path):
@@ -115,8 +128,6 @@ def test_import_exclude_keeps_benchmark_documents_out(pdfs, tmp_path):
     digests.write_text(next(iter(rb.load(tmp_path / "prop" / "questions.json")["documents"].values()))["sha256"] + "\n")
     main(["import", str(pdfs), "--out", str(tmp_path / "train2"), "--dpi", "72", "--structure", "--max-pages", "2",
           "--exclude", str(digests), "--no-progress"])  # fmt: skip
-    from docjepa.data.shards import iter_pages
-
     pages = list(iter_pages(tmp_path / "train2"))
     assert len({p.doc_id for p in pages}) == 1 and len(pages) == 2 and all(p.questions for p in pages)
 
