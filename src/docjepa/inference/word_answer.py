@@ -17,6 +17,9 @@ scatter of words over the page. A region answer (a table, a paragraph, a checkbo
 from __future__ import annotations
 
 import math
+import threading
+from collections import OrderedDict
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -85,8 +88,8 @@ def word_spans(logits: torch.Tensor, page: Page, rules: list[tuple]) -> list[lis
     values = logits.detach().float().cpu().numpy()
     best = int(values.argmax())
     shared: dict = {}
-    lines = _Lines(page)
-    opened = lines.opened(range(len(page.words)))
+    lines = _Lines.of(page)
+    opened = lines.opened_all()
     before, by_key = lines.walk_left(best)  # the words between the key opening the best word's value and it
     out = []
     for threshold, line_threshold, line_gap, far_threshold in rules:
@@ -113,14 +116,39 @@ def keyed(page: Page, ids) -> np.ndarray:
     it along its line, over gaps of at most :data:`~docjepa.data.touching.ROW_GAP` word heights, a word ending in
     ":" comes before the walk stops ("2024" of "Due date: 5 Aug 2024"; not a key's own words, nor a word of an
     address line under "Address: …")."""
-    return _Lines(page).opened(ids)
+    return _Lines.of(page).opened(ids)
 
 
 class _Lines:
-    """A page's words by line, for walking left along a line (:func:`keyed`, :func:`word_spans`)."""
+    """A page's words by line, for walking left along a line (:func:`keyed`, :func:`word_spans`). The last few
+    pages' are kept (:meth:`of`): evaluation and calibration ask for a page's many questions, each under many span
+    rules, and every word's walk costs as much as the rest of a word answer."""
+
+    _recent: ClassVar[OrderedDict[tuple[int, int, int], _Lines]] = OrderedDict()
+    KEEP = 4
+    _lock = threading.Lock()
+
+    @classmethod
+    def of(cls, page: Page) -> _Lines:
+        """The lines of ``page``, made once while it is among the last :attr:`KEEP` pages asked for (the entry holds
+        the page and its word list, so their ids are not reused while it is kept; a new word list is a new entry)."""
+        key = (id(page), id(page.words), len(page.words))
+        with cls._lock:
+            lines = cls._recent.get(key)
+            if lines is not None and lines.page is page and lines.words is page.words:
+                cls._recent.move_to_end(key)
+                return lines
+        lines = cls(page)
+        with cls._lock:  # engine threads may ask at once
+            cls._recent[key] = lines
+            while len(cls._recent) > cls.KEEP:
+                cls._recent.popitem(last=False)
+        return lines
 
     def __init__(self, page: Page) -> None:
+        self.page = page
         self.words = page.words
+        self._opened: np.ndarray | None = None
         boxes = torch.tensor(np.array([w.box for w in page.words], dtype=np.float64).reshape(-1, 4))
         self.same = one_line(boxes).numpy()
         self.x0, self.x1 = boxes[:, 0].numpy(), boxes[:, 2].numpy()
@@ -128,7 +156,13 @@ class _Lines:
 
     def opened(self, ids) -> np.ndarray:
         """(K,) bool: whether a walk left from each word ``ids`` ends at a key (:meth:`walk_left`)."""
-        return np.array([self.walk_left(int(j))[1] for j in ids], dtype=bool).reshape(-1)
+        return self.opened_all()[np.asarray(list(ids), dtype=np.int64)]
+
+    def opened_all(self) -> np.ndarray:
+        """(N,) bool: :meth:`opened` of every word of the page (computed once)."""
+        if self._opened is None:
+            self._opened = np.array([self.walk_left(j)[1] for j in range(len(self.words))], dtype=bool)
+        return self._opened
 
     def walk_left(self, j: int) -> tuple[list[int], bool]:
         """The words passed walking left from word ``j`` along its line, over gaps of at most ``ROW_GAP`` of its

@@ -33,6 +33,25 @@ def test_metrics_on_hand_made_masks():
     assert "per_template" not in untemplated.summary()
 
 
+def _edit_distance(a: str, b: str) -> int:
+    """The textbook dynamic programme, as the reference."""
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i]
+        for j, cb in enumerate(b, 1):
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
+        prev = cur
+    return prev[-1]
+
+
+def test_levenshtein_is_the_edit_distance_on_random_strings():
+    rng = np.random.default_rng(0)
+    alphabet = [*"abcdé ß0123.,:-€", "日", "本"]
+    for _ in range(300):
+        a, b = ("".join(rng.choice(alphabet, int(rng.integers(0, 90)))) for _ in range(2))
+        assert levenshtein(a, b) == _edit_distance(a, b) == levenshtein(b, a)
+
+
 def test_anls_scores_text_as_docvqa_does():
     assert levenshtein("kitten", "sitting") == 3 and levenshtein("", "abc") == 3 and levenshtein("ab", "ab") == 0
     assert anls("8", ["8"]) == 1.0

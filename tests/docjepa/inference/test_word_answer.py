@@ -172,6 +172,31 @@ def test_a_keyed_value_runs_from_its_key_to_its_most_likely_word():
     assert word_spans(logits, page, rules) == [[6, 7, 8]] * 2
 
 
+def test_a_pages_lines_are_walked_once_for_all_its_questions(monkeypatch):
+    """Evaluation asks many questions of one page under many span rules: every word's walk to its key is made once
+    per page, and a page whose words change (or another page) is walked anew, with the same answers as fresh."""
+    from docjepa.inference import word_answer
+
+    walks = []
+    walk = word_answer._Lines.walk_left
+    monkeypatch.setattr(word_answer._Lines, "walk_left", lambda self, j: walks.append(j) or walk(self, j))
+    page = _stacked()
+    logits = torch.full((14,), 5.0)
+    logits[[0, 4, 5, 9, 13]] = -5.0
+    logits[1] = 6.0
+    first = word_span(logits, page)
+    assert len(walks) == 14 + 1  # every word's walk, then the most likely word's for its key's fill
+    for t in (-3.0, 0.0, 2.0):
+        assert word_span(logits, page, threshold=t) == first
+    assert keyed(page, np.arange(14)).tolist() == keyed(_stacked(), np.arange(14)).tolist()
+    assert len(walks) == 15 + 3 + 14  # the same page: its fill's walk alone; the fresh copy: all its words
+    count = len(walks)
+    page.words = page.words[:9]  # the page's words replaced: its lines are read again
+    fresh = Page("y", 0, page.width, page.height, b"", page.words, "t")
+    assert word_span(logits[:9], page) == word_span(logits[:9], fresh)
+    assert len(walks) > count
+
+
 def test_a_word_answer_leaves_out_the_key_before_its_value():
     page = _page()
     assert without_keys([0, 1, 2], page) == [2]  # "Invoice number: INV-0042" → the value
