@@ -2,7 +2,8 @@
 # make test  : lint + the fast test suite (runs setup when needed)
 # make test-slow : the over-fitting and end-to-end tests, torchrun launches included (CI runs both)
 # make demo  : Document-JEPA end to end (synthetic + real pages fetched from Debian, pre-training, fine-tuning,
-#              calibration, held-out and real-page benchmarks, report; about 40 min on 2 cores)
+#              calibration, held-out and real-page benchmarks, report; about 20 min on 2 cores, up to twice that
+#              on a slow machine)
 # make demo-rsngd : a short optimizer example (about 1 minute)
 # make bench : the optimizer benchmark on the cpu preset (Shakespeare, tuned settings; about 20 minutes)
 # make docs  : the documentation site into runs/site (strict: a broken link or image fails)

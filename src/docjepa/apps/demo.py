@@ -25,7 +25,7 @@ log = logging.getLogger("docjepa.apps.demo")
 
 @dataclass
 class DemoConfig:
-    """Sizes of the demo (defaults: about 40 minutes on 2 CPU cores)."""
+    """Sizes of the demo (defaults: about 20 minutes on 2 CPU cores, up to twice that on a slow machine)."""
 
     train_pages: int = 400
     """Synthetic pages to train on."""
