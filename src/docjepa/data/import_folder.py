@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import multiprocessing as mp
 import os
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from .importer import ImportSummary, attach_questions, file_digest, find_inputs, load_questions, path_text, read_file
@@ -101,8 +102,10 @@ def import_paths(
     plan = _plan(inputs, done, exclude)
     jobs = [(path, doc_id, dpi, lang, structure, max_pages) for path, doc_id, action in plan if action == READ]
     workers = min(workers, max(len(jobs), 1))
-    pool = mp.get_context("fork").Pool(workers) if workers > 1 else None
-    results = pool.imap(_read, jobs) if pool is not None else map(_read, jobs)  # in order
+    # An executor, not a Pool: a worker killed by a crashing reader raises BrokenProcessPool here instead of
+    # leaving the import waiting for its file forever.
+    pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) if workers > 1 else None
+    results = pool.map(_read, jobs) if pool is not None else map(_read, jobs)  # in order
     try:
         with ShardWriter(out, shards.pages_per_shard, append=shards.append or shards.resume) as writer:
             for path, _, action in tqdm(plan, desc="files", disable=not progress):
@@ -123,6 +126,5 @@ def import_paths(
                 summary.files += 1
     finally:
         if pool is not None:
-            pool.terminate()
-            pool.join()
+            pool.shutdown(wait=True, cancel_futures=True)
     return summary

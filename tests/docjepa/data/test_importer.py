@@ -182,6 +182,33 @@ def test_worker_processes_write_the_same_shards_and_report_bad_files_in_order(tm
         import_paths([docs], tmp_path / "none", progress=False, workers=-1)
 
 
+def test_a_worker_killed_by_a_file_stops_the_import_with_whole_shards(tmp_path, monkeypatch):
+    """A reader that kills its process (a crash inside a PDF library) ends the import with an error, never a wait
+    for a file that will not come, and the shards written before it are whole and resumable."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    from docjepa.data import import_folder
+
+    docs = tmp_path / "in"
+    for i in range(6):
+        (docs / f"d{i}").mkdir(parents=True)
+        make_pdf(docs / f"d{i}" / "report.pdf")
+    real = import_folder.read_file
+
+    def crashing(path, *args, **kwargs):
+        if path.parent.name == "d4":
+            os._exit(1)
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(import_folder, "read_file", crashing)
+    with pytest.raises(BrokenProcessPool):
+        import_paths([docs], tmp_path / "out", dpi=36, shards=ShardOptions(2), progress=False, workers=2)
+    monkeypatch.setattr(import_folder, "read_file", real)
+    again = import_paths([docs], tmp_path / "out", dpi=36, shards=ShardOptions(2, resume=True), progress=False)
+    assert again.files + again.already == 6 and not again.skipped
+    assert sorted({p.doc_id for p in iter_pages(tmp_path / "out")}) == [f"d{i}/report.pdf" for i in range(6)]
+
+
 def test_a_non_utf8_file_name_is_imported_with_escapes(tmp_path):
     folder = tmp_path / "in"
     folder.mkdir()
